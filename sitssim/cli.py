@@ -1,0 +1,237 @@
+"""The ``sitssim`` command line: run, validate, clauses.
+
+Exit codes: 0 every clause passed or was n/a; 1 a clause failed; 2 bad input
+or usage; 3 an internal error (one line, plus the path of a log with the
+traceback).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sitssim.errors import InputError
+
+EXIT_OK, EXIT_CLAUSE_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+PROGRESS_AFTER_S = 1.0
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Simulate a SITS2026 fabric and judge it clause by clause.",
+)
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
+    """Map outcomes to exit codes; never let a traceback reach the user."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except InputError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except typer.Exit:
+            raise
+        except Exception as exc:
+            with tempfile.NamedTemporaryFile(
+                "w", prefix="sitssim-crash-", suffix=".log", delete=False
+            ) as log:
+                traceback.print_exc(file=log)
+            err_console.print(
+                f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (log: {log.name})",
+                soft_wrap=True,
+            )
+            raise typer.Exit(EXIT_INTERNAL) from None
+        raise typer.Exit(code)
+
+    return wrapper
+
+
+class _LazyProgress:
+    """A progress bar that appears only for runs longer than a second, on a terminal."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._bar: Progress | None = None
+        self._task = None
+
+    def __call__(self, now_ns: float, horizon_ns: float) -> None:
+        if self._bar is None:
+            if time.perf_counter() - self._start < PROGRESS_AFTER_S:
+                return
+            if not err_console.is_terminal:
+                return
+            self._bar = Progress(
+                TextColumn("simulating"),
+                BarColumn(),
+                TextColumn("{task.fields[t]}"),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("sim", total=horizon_ns, t="")
+        self._bar.update(self._task, completed=min(now_ns, horizon_ns), t=f"{now_ns / 1e3:.1f} µs")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.6g}"
+
+
+_STYLE = {"pass": "green", "fail": "bold red", "n/a": "dim"}
+
+
+def _clause_table(verdicts: list) -> Table:
+    table = Table(title="SITS2026 clauses", title_justify="left")
+    for column in ("clause", "verdict", "measured", "", "limit", "unit", "basis"):
+        table.add_column(column, no_wrap=column == "clause")
+    for v in verdicts:
+        table.add_row(
+            v.id,
+            f"[{_STYLE[v.verdict]}]{v.verdict}[/]",
+            _fmt(v.measured),
+            v.op if v.measured is not None else "",
+            _fmt(v.limit),
+            v.unit,
+            v.basis if v.basis != "none" else "",
+        )
+    return table
+
+
+def _headline(metrics: dict) -> Table:
+    table = Table(title="Headline metrics", title_justify="left", show_header=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    lat = metrics["data_latency_ns"]
+    rtt = metrics["probe_rtt_ns"]
+    rows = [
+        ("messages delivered", f"{metrics['messages']}"),
+        ("data latency mean / p99 (ns)", f"{_fmt(lat['mean'])} / {_fmt(lat['p99'])}"),
+        ("zero-load bound mean (ns)", _fmt(metrics["data_zero_load_ns"]["mean"])),
+        ("probe RTT p50 / p99 (ns)", f"{_fmt(rtt['p50'])} / {_fmt(rtt['p99'])}"),
+        (
+            "offered / delivered (GB/s)",
+            f"{_fmt(metrics['offered_GBps'])} / {_fmt(metrics['delivered_GBps'])}",
+        ),
+        (
+            "throughput bound (GB/s)",
+            f"{_fmt(metrics['throughput_bound_GBps'])} ({metrics['throughput_bound_method']})",
+        ),
+        (
+            "channel headroom",
+            f"{_fmt(metrics['channel_headroom'])} ({metrics['bottleneck_channel'] or '-'})",
+        ),
+        ("max link utilisation", _fmt(metrics["max_link_utilisation"])),
+        ("oracle latency violations", f"{metrics['oracle_latency_violations']}"),
+        ("simulated time (µs)", _fmt(metrics["simulated_ns"] / 1e3)),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+ScenarioArg = Annotated[Path, typer.Argument(help="scenario YAML file", show_default=False)]
+
+
+@app.command()
+@_guarded
+def run(
+    scenario: ScenarioArg,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="output folder [default: out/<scenario name>]")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", min=0, help="override the scenario's seed")
+    ] = None,
+    figures: Annotated[bool, typer.Option(help="write PNG figures")] = True,
+) -> int:
+    """Simulate SCENARIO, print every clause's verdict and write results to --out."""
+    from sitssim.results.report import check_writable, write_results
+    from sitssim.scenario import load_scenario
+    from sitssim.simulation import simulate
+
+    loaded = load_scenario(scenario)
+    target = out if out is not None else Path("out") / loaded.name
+    check_writable(target)
+    progress = _LazyProgress()
+    start = time.perf_counter()
+    try:
+        result = simulate(loaded, seed=seed, progress=progress)
+    finally:
+        progress.close()
+    wall = time.perf_counter() - start
+    write_results(result, target, wall, figures=figures)
+    console.print(_clause_table(result.verdicts))
+    for v in result.failed:
+        console.print(f"[bold red]FAIL[/] {v.id}: {v.detail}", soft_wrap=True)
+        for ev in v.evidence:
+            if ev.rows:
+                rows = ", ".join(map(str, ev.rows))
+                more = f" (+{ev.total - len(ev.rows)} more)" if ev.total > len(ev.rows) else ""
+                console.print(f"    evidence: {ev.table} rows {rows}{more}", soft_wrap=True)
+    console.print(_headline(result.metrics))
+    console.print(f"results: {target}/ (report.json, *.parquet, figures/) in {wall:.2f} s wall")
+    return EXIT_CLAUSE_FAILED if result.failed else EXIT_OK
+
+
+@app.command()
+@_guarded
+def validate(scenario: ScenarioArg) -> int:
+    """Check SCENARIO's schema, topology and references without simulating."""
+    from sitssim.fabric.topology import build_fabric
+    from sitssim.scenario import load_scenario
+    from sitssim.workloads.synthetic import build_schedule
+
+    loaded = load_scenario(scenario)
+    fabric = build_fabric(loaded)
+    build_schedule(loaded, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
+    console.print(
+        f"{scenario}: valid ({fabric.kind}, {len(fabric.gpus)} GPUs, "
+        f"{len(fabric.switches)} switches, {len(fabric.channels) // 2} links, "
+        f"{len(loaded.workloads)} workloads)"
+    )
+    return EXIT_OK
+
+
+@app.command()
+@_guarded
+def clauses() -> int:
+    """List every SITS2026 clause: ID, layer, whether it is modelled yet, and its text."""
+    import sitssim.simulation  # noqa: F401  (registers the judges)
+    from sitssim.spec.registry import CLAUSES, JUDGES
+
+    table = Table(title="SITS2026 v1.2 clauses", title_justify="left")
+    for column in ("clause", "layer", "§", "modelled", "rule"):
+        table.add_column(column, no_wrap=column in ("clause", "§"))
+    for c in CLAUSES.values():
+        table.add_row(c.id, c.layer, c.section, "yes" if c.id in JUDGES else "no", c.text)
+    console.print(table)
+    return EXIT_OK
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,810 @@
+"""Tx presets, adaptive Rx FFE/DFE, BER estimation and the Level-3 EQ procedure.
+
+Theory of operation
+-------------------
+*Tx presets.* The transmitter is a 3-tap FFE [c-1, c0, c+1] normalised to full
+swing (|c-1| + c0 + |c+1| = 1), so pre-shoot and de-emphasis lower the
+low-frequency amplitude while the channel's noise stays put (see ``channel.py``).
+Presets Q0..Q10 are data (:data:`TX_PRESETS`), after the PCIe 6.0 base spec
+Table 8-x style preset definitions. The 64 GT/s Q-preset values were not
+available to us, so the coefficients are the public PCIe 3.0/4.0/5.0 P0..P10
+preset table (Qn = Pn); pre-shoot / de-emphasis in dB and [c-1, c+1]::
+
+    Q0  0.0 / -6.0   [ 0.000, -0.250]     Q6  2.5 /  0.0   [-0.125,  0.000]
+    Q1  0.0 / -3.5   [ 0.000, -0.167]     Q7  3.5 / -6.0   [-0.100, -0.200]
+    Q2  0.0 / -4.4   [ 0.000, -0.200]     Q8  3.5 / -3.5   [-0.125, -0.125]
+    Q3  0.0 / -2.5   [ 0.000, -0.125]     Q9  3.5 /  0.0   [-0.166,  0.000]
+    Q4  0.0 /  0.0   [ 0.000,  0.000]     Q10 0.0 / -9.5   [ 0.000, -0.333]
+    Q5  1.9 /  0.0   [-0.100,  0.000]
+
+with c0 = 1 - |c-1| - |c+1|. P10's de-emphasis is specified as the Tx's
+maximum boost; we take -9.5 dB (c+1 = -1/3). With a = |c-1|, b = |c+1|:
+pre-shoot = 20 log10((c0 - b + a) / (c0 - b - a)) and
+de-emphasis = 20 log10((c0 - b - a) / (c0 + b - a)).
+
+*Rx equaliser.* A linear FFE over the received samples (``ffe_pre`` taps ahead of
+the cursor, ``ffe_post`` behind) plus a DFE that subtracts ``n_dfe`` past symbols.
+During training the past symbols are the known training symbols (the receiver's
+PRBS checker is locked), so DFE error propagation is not modelled. Weights adapt
+by normalised LMS: each 512-symbol training block is cut into
+``updates_per_block`` sub-blocks, and after each sub-block the weights move along
+the sub-block's averaged error-times-regressor gradient divided by the regressor
+energy. The FFE starts as a pass-through with an AGC gain that brings the
+received power to the symbol power. One *iteration* is one training block. How
+many iterations LMS needs follows from the eigenvalue spread of the received
+signal, i.e. from the channel: a lossier channel is worse conditioned and takes
+longer, and nothing in this module knows the channel's loss.
+
+*BER.* Errors are counted on the sliced output against the known symbols
+(Gray mapping: adjacent levels differ in one bit). When fewer than
+``min_errors`` bit errors occur the count says little, and the BER is estimated
+from the eye instead: with RMS error sigma of the equalised output around the
+levels -3, -1, +1, +3 (decision distance 1) and Gray coding,
+BER = (3/4) * Q(1 / sigma). Each estimate records which method produced it.
+
+*Level-3 EQ* (:func:`level3_eq`) runs both directions of each link as one batch:
+
+* phase 0: preset exchange; both transmitters start at ``initial_preset``.
+* phase 1: both receivers adapt (LMS) on training blocks until the per-block BER
+  estimate is below ``ber_target`` for ``confirm_blocks`` blocks in a row.
+  Every phase's reported BER is then measured with frozen weights over
+  ``final_eval_blocks`` blocks, and a phase counts as converged only if that
+  measurement is below target too.
+* phase 2: the upstream port's receiver searches the downstream port's Tx presets:
+  steepest-ascent hill climbing on the preset grid (:data:`PRESET_NEIGHBOURS`,
+  presets sharing a pre-shoot or de-emphasis value and adjacent in the other).
+  Every candidate is sent, the receiver re-adapts from the best weights so far
+  for ``settle_blocks`` blocks and is scored by its eye SNR over ``eval_blocks``
+  more; the search moves while a neighbour beats the best by ``preset_margin_db``.
+* phase 3: the same for the upstream port's transmitter, evaluated by the
+  downstream port's receiver. A device profile with ``skip_phase3`` (a faulty
+  device) leaves it out, and the record says phase 3 did not run.
+
+Preset changes are applied to the transmitted symbols; the sampling phase stays
+where the CDR locked on the channel (the FFE absorbs the small shift). Each link
+direction's noise and jitter draws are its own, but the links of one call share
+one batched computation, so per-link results depend on the batch they ran in
+(the same call with the same generator state always gives the same results).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
+from scipy.special import erfc
+
+from sitssim.phy.channel import (
+    PAM4_LEVELS,
+    PAM4_SYMBOL_POWER,
+    ChannelProfile,
+    FloatArray,
+    apply_tx_ffe,
+    fir_columns,
+    noise_rms,
+    pulse_response,
+)
+
+# name: (nominal pre-shoot dB, nominal de-emphasis dB, c-1, c+1); c0 = 1 - |c-1| - |c+1|.
+_PRESET_ROWS: tuple[tuple[str, float, float, float, float], ...] = (
+    ("Q0", 0.0, -6.0, 0.000, -0.250),
+    ("Q1", 0.0, -3.5, 0.000, -0.167),
+    ("Q2", 0.0, -4.4, 0.000, -0.200),
+    ("Q3", 0.0, -2.5, 0.000, -0.125),
+    ("Q4", 0.0, 0.0, 0.000, 0.000),
+    ("Q5", 1.9, 0.0, -0.100, 0.000),
+    ("Q6", 2.5, 0.0, -0.125, 0.000),
+    ("Q7", 3.5, -6.0, -0.100, -0.200),
+    ("Q8", 3.5, -3.5, -0.125, -0.125),
+    ("Q9", 3.5, 0.0, -0.166, 0.000),
+    ("Q10", 0.0, -9.5, 0.000, -1.0 / 3.0),
+)
+
+PRESET_NAMES: tuple[str, ...] = tuple(row[0] for row in _PRESET_ROWS)
+PRESET_TABLE: FloatArray = np.array(
+    [[c_pre, 1.0 - abs(c_pre) - abs(c_post), c_post] for _, _, _, c_pre, c_post in _PRESET_ROWS]
+)
+PRESET_TABLE.setflags(write=False)
+TX_PRESETS = MappingProxyType(
+    {name: tuple(float(c) for c in PRESET_TABLE[i]) for i, name in enumerate(PRESET_NAMES)}
+)
+PRESET_NOMINAL_DB = MappingProxyType({row[0]: (row[1], row[2]) for row in _PRESET_ROWS})
+
+
+def _preset_neighbours() -> dict[str, tuple[str, ...]]:
+    """Presets adjacent on the (pre-shoot, de-emphasis) grid of the table."""
+    out: dict[str, list[str]] = {name: [] for name in PRESET_NAMES}
+    for axis in (0, 1):
+        other = 1 - axis
+        groups: dict[float, list[tuple[float, str]]] = {}
+        for name, db in PRESET_NOMINAL_DB.items():
+            groups.setdefault(db[other], []).append((db[axis], name))
+        for members in groups.values():
+            ordered = [name for _, name in sorted(members)]
+            for a, b in itertools.pairwise(ordered):
+                out[a].append(b)
+                out[b].append(a)
+    return {name: tuple(sorted(set(v), key=PRESET_NAMES.index)) for name, v in out.items()}
+
+
+PRESET_NEIGHBOURS = MappingProxyType(_preset_neighbours())
+
+
+def preset_coefficients(name: str) -> FloatArray:
+    """[c-1, c0, c+1] of a Tx preset; ValueError for an unknown name."""
+    if name not in TX_PRESETS:
+        raise ValueError(f"unknown Tx preset {name!r}; known: {', '.join(PRESET_NAMES)}")
+    return np.array(TX_PRESETS[name])
+
+
+def preset_db(coefficients: npt.ArrayLike) -> tuple[float, float]:
+    """(pre-shoot dB, de-emphasis dB) of a full-swing 3-tap Tx FFE."""
+    c_pre, c0, c_post = (abs(float(c)) for c in np.asarray(coefficients, dtype=float))
+    va = c0 - c_post - c_pre
+    return (
+        20 * math.log10((c0 - c_post + c_pre) / va),
+        20 * math.log10(va / (c0 + c_post - c_pre)),
+    )
+
+
+# Gray code of each level index (-3, -1, +1, +3) and the bit distance between levels.
+_GRAY = np.array([0b00, 0b01, 0b11, 0b10])
+_BIT_DISTANCE = np.array([[bin(a ^ b).count("1") for b in _GRAY] for a in _GRAY])
+
+
+def slice_pam4(samples: npt.ArrayLike) -> FloatArray:
+    """Nearest PAM4 level (thresholds -2, 0, +2)."""
+    z = np.asarray(samples, dtype=float)
+    return np.clip(2.0 * np.floor(z / 2.0) + 1.0, -3.0, 3.0)
+
+
+def _level_index(levels: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    return np.rint((np.asarray(levels, dtype=float) + 3.0) / 2.0).astype(np.int64)
+
+
+def count_bit_errors(decided: npt.ArrayLike, sent: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Bit errors between decided and sent levels (Gray mapping), summed on the last axis."""
+    return _BIT_DISTANCE[_level_index(decided), _level_index(sent)].sum(axis=-1)
+
+
+def ber_q_function(sigma: npt.ArrayLike) -> FloatArray:
+    """Gray-coded PAM4 BER for Gaussian error of RMS ``sigma`` (decision distance 1)."""
+    s = np.asarray(sigma, dtype=float)
+    with np.errstate(divide="ignore"):
+        return 0.75 * 0.5 * erfc(1.0 / (s * math.sqrt(2.0)))
+
+
+@dataclass(frozen=True)
+class BerEstimate:
+    """BER of one or more links (arrays over the batch), with the method used per link."""
+
+    ber: FloatArray
+    method: npt.NDArray[np.str_]
+    bit_errors: npt.NDArray[np.int64]
+    bits: int
+    eye_snr_db: FloatArray
+
+
+def estimate_ber(
+    equalized: npt.ArrayLike, sent: npt.ArrayLike, min_errors: int = 20
+) -> BerEstimate:
+    """BER of equalised samples against the sent levels, along the last axis.
+
+    Counted when at least ``min_errors`` bit errors occurred, otherwise from the
+    eye SNR with the PAM4 Q-function formula.
+    """
+    z = np.asarray(equalized, dtype=float)
+    d = np.asarray(sent, dtype=float)
+    errors = np.asarray(count_bit_errors(slice_pam4(z), d))
+    bits = 2 * z.shape[-1]
+    mse = np.mean((z - d) ** 2, axis=-1)
+    counted = errors >= min_errors
+    ber = np.where(counted, errors / bits, ber_q_function(np.sqrt(mse)))
+    with np.errstate(divide="ignore"):
+        snr = 10 * np.log10(PAM4_SYMBOL_POWER / mse)
+    return BerEstimate(
+        ber=np.asarray(ber, dtype=float),
+        method=np.where(counted, "counted", "q_function"),
+        bit_errors=errors,
+        bits=bits,
+        eye_snr_db=np.asarray(snr, dtype=float),
+    )
+
+
+def random_pam4(rng: np.random.Generator, shape: tuple[int, ...]) -> FloatArray:
+    """Uniform random PAM4 levels (statistically what a PRBS31 training stream is)."""
+    return PAM4_LEVELS[rng.integers(0, 4, shape)]
+
+
+SymbolSource = Callable[[tuple[int, int]], FloatArray]
+
+
+@dataclass(frozen=True)
+class EqProfile:
+    """Equalisation parameters a device implements (defaults follow the spec).
+
+    Attributes:
+        ber_target: receiver BER every EQ phase must reach.
+        block_symbols: symbols per training block = per LMS iteration.
+        initial_preset: Tx preset both ports start from (phase 0).
+        ffe_pre, ffe_post: Rx FFE taps ahead of / behind the cursor.
+        n_dfe: Rx DFE taps.
+        mu: normalised LMS step size (0 < mu < 2).
+        updates_per_block: LMS weight updates per training block.
+        max_phase1_blocks: phase 1 gives up after this many blocks.
+        confirm_blocks: consecutive blocks below target that end phase 1.
+        settle_blocks, eval_blocks: per preset candidate, blocks to re-adapt and
+            blocks to score the eye on.
+        final_eval_blocks: blocks (weights frozen) for each phase's final BER.
+        preset_margin_db: eye-SNR gain a candidate needs to replace the best.
+        min_errors: bit errors needed for a counted BER.
+        skip_phase3: faulty device that never runs phase 3.
+    """
+
+    ber_target: float = 1e-4
+    block_symbols: int = 512
+    initial_preset: str = "Q4"
+    ffe_pre: int = 2
+    ffe_post: int = 4
+    n_dfe: int = 8
+    mu: float = 1.0
+    updates_per_block: int = 16
+    max_phase1_blocks: int = 512
+    confirm_blocks: int = 2
+    settle_blocks: int = 4
+    eval_blocks: int = 2
+    final_eval_blocks: int = 8
+    preset_margin_db: float = 0.2
+    min_errors: int = 20
+    skip_phase3: bool = False
+
+    def __post_init__(self) -> None:
+        preset_coefficients(self.initial_preset)
+        if not 0 < self.ber_target < 1:
+            raise ValueError(f"ber_target must be in (0, 1), got {self.ber_target}")
+        if not 0 < self.mu < 2:
+            raise ValueError(f"mu must be in (0, 2), got {self.mu}")
+        if self.block_symbols % self.updates_per_block:
+            raise ValueError("block_symbols must be a multiple of updates_per_block")
+        counts = (
+            self.block_symbols,
+            self.updates_per_block,
+            self.max_phase1_blocks,
+            self.confirm_blocks,
+            self.settle_blocks,
+            self.eval_blocks,
+            self.final_eval_blocks,
+            self.min_errors,
+        )
+        if min(counts) < 1 or min(self.ffe_pre, self.ffe_post, self.n_dfe) < 0:
+            raise ValueError("EqProfile counts must be >= 1 and tap counts >= 0")
+
+
+class _TrainingStream:
+    """Continuous training signal of a batch of link directions, block by block.
+
+    Received samples are produced ahead of the receiver in chunks with the Tx
+    FFE in force; a preset change discards the samples the receiver has not
+    seen yet, so each sample the receiver uses is drawn (noise, jitter) once.
+    """
+
+    def __init__(
+        self,
+        profile: ChannelProfile,
+        phase_ui: FloatArray,
+        rng: np.random.Generator,
+        eq: EqProfile,
+        source: SymbolSource,
+    ) -> None:
+        pulse = pulse_response(profile)
+        self.batch = phase_ui.size
+        self._taps = np.stack([pulse.cursors(phase_ui), pulse.slope_cursors(phase_ui)], axis=-1)
+        self._pre, self._post = profile.n_pre, profile.n_post
+        self._rj = profile.rj_rms_ui
+        self._sigma = noise_rms(profile)
+        self._rng = rng
+        self._source = source
+        self._ahead, self._behind, self._n_dfe = eq.ffe_pre, eq.ffe_post, eq.n_dfe
+        self.pos = self._behind + self._post + 1 + self._n_dfe
+        self._x0 = 0
+        self._x = np.zeros((self.batch, 0))
+        self._y0 = self.pos - self._behind
+        self._y = np.zeros((self.batch, 0))
+
+    def prefetch(self, n: int, tx_ffe: FloatArray) -> None:
+        """Make the received samples for the next ``n`` symbols available."""
+        end = self.pos + n + self._ahead
+        start = self._y0 + self._y.shape[1]
+        if end <= start:
+            return
+        self._need_symbols(end + self._pre + 1)
+        lo = start - self._post - 1 - self._x0
+        xs = apply_tx_ffe(self._x[:, lo : end + self._pre + 1 - self._x0], tx_ffe)
+        both = fir_columns(xs, self._taps, self._pre)[:, self._post + 1 : -self._pre - 1]
+        y = both[..., 0]
+        if self._rj > 0:
+            y = y + self._rng.normal(0.0, self._rj, y.shape) * both[..., 1]
+        if self._sigma > 0:
+            y = y + self._rng.normal(0.0, self._sigma, y.shape)
+        self._y = np.concatenate([self._y, y], axis=1)
+
+    def discard_ahead(self) -> None:
+        """Forget received samples the receiver has not used (the Tx FFE changes)."""
+        self._y = self._y[:, : self.pos + self._ahead - self._y0]
+
+    def block(self, n: int, tx_ffe: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Next ``n`` symbols: (received window, sent symbols, past symbols).
+
+        The received window has ``n + ffe_pre + ffe_post`` samples, the past
+        symbols ``n + n_dfe - 1`` (oldest first).
+        """
+        s = self.pos
+        self.prefetch(n, tx_ffe)
+        y = self._y[:, s - self._behind - self._y0 : s + n + self._ahead - self._y0]
+        past = self._x[:, s - self._n_dfe - self._x0 : s + n - 1 - self._x0]
+        sent = self._x[:, s - self._x0 : s + n - self._x0]
+        self.pos = s + n
+        self._trim()
+        return y, sent, past
+
+    def _need_symbols(self, end: int) -> None:
+        have = self._x0 + self._x.shape[1]
+        if end > have:
+            fresh = self._source((self.batch, end - have))
+            self._x = np.concatenate([self._x, fresh], axis=1)
+
+    def _trim(self) -> None:
+        keep_x = self.pos - self._post - 1 - self._n_dfe - self._behind
+        if keep_x > self._x0:
+            self._x = self._x[:, keep_x - self._x0 :]
+            self._x0 = keep_x
+        keep_y = self.pos - self._behind
+        if keep_y > self._y0:
+            self._y = self._y[:, keep_y - self._y0 :]
+            self._y0 = keep_y
+
+
+class _AdaptiveReceiver:
+    """Batched FFE + DFE with block-normalised LMS.
+
+    The weights are one vector per link: FFE taps (oldest sample first) followed
+    by the negated DFE taps (most recent symbol first), so that the output is a
+    single dot product with the regressor [received window, past symbols].
+    """
+
+    def __init__(self, batch: int, eq: EqProfile) -> None:
+        self.eq = eq
+        self.n_ffe = eq.ffe_pre + 1 + eq.ffe_post
+        self.weights = np.zeros((batch, self.n_ffe + eq.n_dfe))
+        self._started = False
+
+    def snapshot(self) -> FloatArray:
+        return self.weights.copy()
+
+    def ffe_taps(self) -> FloatArray:
+        """FFE as c[-ffe_pre..ffe_post] of z[n] = sum_k c[k] y[n - k] (``with_ffe`` order)."""
+        return self.weights[:, self.n_ffe - 1 :: -1].copy()
+
+    def dfe_taps(self) -> FloatArray:
+        """DFE taps b[1..n_dfe]: the output subtracts sum_j b[j] d[n - j]."""
+        return -self.weights[:, self.n_ffe :]
+
+    def restore(self, weights: FloatArray, mask: npt.NDArray[np.bool_]) -> None:
+        self.weights[mask] = weights[mask]
+
+    def run(
+        self,
+        y: FloatArray,
+        sent: FloatArray,
+        past: FloatArray,
+        adapt: npt.NDArray[np.bool_] | None,
+    ) -> FloatArray:
+        """Equalise one block; adapt the weights of the links in ``adapt`` (None = freeze).
+
+        Returns the equaliser output for each symbol, computed with the weights
+        in force before that symbol's sub-block update (a-priori output).
+        """
+        if not self._started:
+            # AGC: scale the received power to the symbol power before LMS starts.
+            self.weights[:, self.eq.ffe_post] = np.sqrt(PAM4_SYMBOL_POWER / np.mean(y**2, axis=1))
+            self._started = True
+        regressor = np.concatenate(
+            [
+                sliding_window_view(y, self.n_ffe, axis=1),
+                sliding_window_view(past, self.eq.n_dfe, axis=1)[..., ::-1],
+            ],
+            axis=2,
+        )
+        if adapt is None:
+            return np.matmul(regressor, self.weights[:, :, None])[..., 0]
+        batch, n = sent.shape
+        parts = self.eq.updates_per_block
+        step = n // parts
+        energy = np.einsum("bsi,bsi->bs", regressor, regressor).reshape(batch, parts, step)
+        gain = self.eq.mu * adapt[:, None] / energy.sum(axis=2)
+        out = np.empty_like(sent)
+        for k in range(parts):
+            u = regressor[:, k * step : (k + 1) * step]
+            z = np.matmul(u, self.weights[:, :, None])[..., 0]
+            out[:, k * step : (k + 1) * step] = z
+            e = sent[:, k * step : (k + 1) * step] - z
+            self.weights += gain[:, k, None] * np.matmul(e[:, None, :], u)[:, 0]
+        return out
+
+
+@dataclass(frozen=True)
+class LmsTraining:
+    """Outcome of LMS training (arrays over the batch of link directions).
+
+    ``iterations`` counts 512-symbol training blocks until the per-block BER
+    estimate stayed below target for ``confirm_blocks`` blocks (the cap if never).
+    ``rx_ffe`` (``ffe_pre`` taps ahead of the cursor, ``PulseResponse.with_ffe``
+    order) and ``rx_dfe`` are the adapted weights.
+    """
+
+    iterations: npt.NDArray[np.int64]
+    converged: npt.NDArray[np.bool_]
+    ber: BerEstimate
+    mse_per_block: FloatArray
+    rx_ffe: FloatArray
+    rx_dfe: FloatArray
+
+
+_PREFETCH_BLOCKS = 8
+
+
+class _Session:
+    """Signal-level state of one Level-3 EQ run: stream, receiver, Tx presets."""
+
+    def __init__(
+        self,
+        profile: ChannelProfile,
+        phase_ui: FloatArray,
+        rng: np.random.Generator,
+        eq: EqProfile,
+        source: SymbolSource,
+    ) -> None:
+        self.eq = eq
+        self.stream = _TrainingStream(profile, phase_ui, rng, eq, source)
+        self.rx = _AdaptiveReceiver(self.stream.batch, eq)
+        self._preset = np.full(self.stream.batch, PRESET_NAMES.index(eq.initial_preset))
+
+    @property
+    def preset(self) -> npt.NDArray[np.int64]:
+        """Index into PRESET_NAMES of each direction's Tx preset."""
+        return self._preset
+
+    @preset.setter
+    def preset(self, value: npt.ArrayLike) -> None:
+        value = np.asarray(value, dtype=np.int64)
+        if not np.array_equal(value, self._preset):
+            self.stream.discard_ahead()
+        self._preset = value.copy()
+
+    def blocks(
+        self, count: int, adapt: npt.NDArray[np.bool_] | None
+    ) -> tuple[FloatArray, FloatArray]:
+        """Run ``count`` blocks; return (equalised output, sent symbols), concatenated."""
+        outs, sents = [], []
+        tx = PRESET_TABLE[self._preset]
+        self.stream.prefetch(count * self.eq.block_symbols, tx)
+        for _ in range(count):
+            y, sent, past = self.stream.block(self.eq.block_symbols, tx)
+            outs.append(self.rx.run(y, sent, past, adapt))
+            sents.append(sent)
+        return np.concatenate(outs, axis=1), np.concatenate(sents, axis=1)
+
+    def final_ber(self) -> BerEstimate:
+        z, d = self.blocks(self.eq.final_eval_blocks, None)
+        return estimate_ber(z, d, self.eq.min_errors)
+
+    def train(self) -> LmsTraining:
+        eq = self.eq
+        batch = self.stream.batch
+        adapt = np.ones(batch, dtype=bool)
+        run = np.zeros(batch, dtype=np.int64)
+        done_at = np.full(batch, -1, dtype=np.int64)
+        mse_log = []
+        tx = PRESET_TABLE[self._preset]
+        for k in range(1, eq.max_phase1_blocks + 1):
+            if k % _PREFETCH_BLOCKS == 1:
+                ahead = min(_PREFETCH_BLOCKS, eq.max_phase1_blocks + 1 - k)
+                self.stream.prefetch(ahead * eq.block_symbols, tx)
+            z, d = self.blocks(1, adapt)
+            est = estimate_ber(z, d, eq.min_errors)
+            mse_log.append(np.mean((z - d) ** 2, axis=1))
+            run = np.where(est.ber < eq.ber_target, run + 1, 0)
+            newly = (run >= eq.confirm_blocks) & (done_at < 0)
+            done_at[newly] = k
+            if np.all(done_at >= 0):
+                break
+        self.stream.discard_ahead()
+        converged = done_at >= 0
+        iterations = np.where(converged, done_at, eq.max_phase1_blocks)
+        return LmsTraining(
+            iterations=iterations,
+            converged=converged,
+            ber=self.final_ber(),
+            mse_per_block=np.array(mse_log).T,
+            rx_ffe=self.rx.ffe_taps(),
+            rx_dfe=self.rx.dfe_taps(),
+        )
+
+    def search_presets(self, searching: npt.NDArray[np.bool_]) -> _SearchOutcome:
+        """Hill-climb the Tx presets of the directions in ``searching``."""
+        eq = self.eq
+        batch = self.stream.batch
+        blocks_per_try = eq.settle_blocks + eq.eval_blocks
+        iterations = np.zeros(batch, dtype=np.int64)
+        tried: list[list[int]] = [[] for _ in range(batch)]
+        best = self.preset.copy()
+        best_weights = self.rx.snapshot()
+        best_snr = np.full(batch, -np.inf)
+
+        def evaluate(candidate: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]) -> FloatArray:
+            self.preset = np.where(mask, candidate, best)
+            self.rx.restore(best_weights, mask)
+            self.blocks(eq.settle_blocks, mask)
+            z, d = self.blocks(eq.eval_blocks, mask)
+            iterations[mask] += blocks_per_try
+            for b in np.nonzero(mask)[0]:
+                tried[b].append(int(candidate[b]))
+            return estimate_ber(z, d, eq.min_errors).eye_snr_db
+
+        snr = evaluate(best, searching)
+        best_snr[searching] = snr[searching]
+        best_weights = self.rx.snapshot()
+        active = searching.copy()
+        while np.any(active):
+            options = [
+                [
+                    PRESET_NAMES.index(n)
+                    for n in PRESET_NEIGHBOURS[PRESET_NAMES[best[b]]]
+                    if PRESET_NAMES.index(n) not in tried[b]
+                ]
+                if active[b]
+                else []
+                for b in range(batch)
+            ]
+            width = max(len(o) for o in options)
+            round_snr = np.full(batch, -np.inf)
+            round_preset = best.copy()
+            round_weights = self.rx.snapshot()
+            for slot in range(width):
+                mask = np.array([len(o) > slot for o in options])
+                candidate = np.array([o[slot] if len(o) > slot else 0 for o in options])
+                snr = evaluate(candidate, mask)
+                better = mask & (snr > round_snr)
+                round_snr[better] = snr[better]
+                round_preset[better] = candidate[better]
+                round_weights[better] = self.rx.weights[better]
+            move = active & (round_snr > best_snr + eq.preset_margin_db)
+            best[move] = round_preset[move]
+            best_snr[move] = round_snr[move]
+            best_weights[move] = round_weights[move]
+            active = move
+        self.preset = np.where(searching, best, self.preset)
+        self.rx.restore(best_weights, searching)
+        return _SearchOutcome(iterations=iterations, tried=tried)
+
+
+@dataclass(frozen=True)
+class _SearchOutcome:
+    iterations: npt.NDArray[np.int64]
+    tried: list[list[int]]
+
+
+def _phase_offsets(phase_ui: npt.ArrayLike | None, batch: int, n_links: int) -> FloatArray:
+    if phase_ui is None:
+        return np.zeros(batch)
+    phase = np.broadcast_to(np.asarray(phase_ui, dtype=float), (n_links,))
+    return np.tile(phase, batch // n_links)
+
+
+def _fixed_preset_session(
+    channel: ChannelProfile,
+    rng: np.random.Generator,
+    n_links: int,
+    tx_preset: str,
+    eq: EqProfile | None,
+    phase_ui: npt.ArrayLike | None,
+    symbol_source: SymbolSource | None,
+) -> _Session:
+    eq = EqProfile(initial_preset=tx_preset) if eq is None else eq
+    source = symbol_source or (lambda shape: random_pam4(rng, shape))
+    session = _Session(channel, _phase_offsets(phase_ui, n_links, n_links), rng, eq, source)
+    session.preset = np.full(n_links, PRESET_NAMES.index(tx_preset))
+    return session
+
+
+def train_rx_equalizer(
+    channel: ChannelProfile,
+    rng: np.random.Generator,
+    n_links: int = 1,
+    tx_preset: str = "Q4",
+    eq: EqProfile | None = None,
+    phase_ui: npt.ArrayLike | None = None,
+    symbol_source: SymbolSource | None = None,
+) -> LmsTraining:
+    """Phase-1-style LMS training of ``n_links`` receivers behind one channel profile.
+
+    Args:
+        channel: the channel every link in the batch shares.
+        rng: noise, jitter and (by default) training-symbol draws.
+        n_links: batch size; each link has its own noise and jitter.
+        tx_preset: the partner's Tx preset during training.
+        eq: receiver and procedure parameters (``initial_preset`` is ignored).
+        phase_ui: per-link sampling-phase offset from the lock point (UI).
+        symbol_source: (batch, n) -> PAM4 levels; default uniform random levels.
+    """
+    session = _fixed_preset_session(channel, rng, n_links, tx_preset, eq, phase_ui, symbol_source)
+    return session.train()
+
+
+def equalize(
+    channel: ChannelProfile,
+    rng: np.random.Generator,
+    n_symbols: int,
+    n_links: int = 1,
+    tx_preset: str = "Q4",
+    eq: EqProfile | None = None,
+    phase_ui: npt.ArrayLike | None = None,
+    symbol_source: SymbolSource | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """Train (as ``train_rx_equalizer``), then equalise >= ``n_symbols`` with frozen weights.
+
+    Returns (equaliser output, sent levels), each of shape (n_links, whole blocks);
+    ``estimate_ber(*equalize(...))`` is the post-EQ BER.
+    """
+    session = _fixed_preset_session(channel, rng, n_links, tx_preset, eq, phase_ui, symbol_source)
+    session.train()
+    return session.blocks(max(1, math.ceil(n_symbols / session.eq.block_symbols)), None)
+
+
+@dataclass(frozen=True)
+class EqPhaseResult:
+    """One EQ phase of one link, as the ``eq`` table records it.
+
+    ``iterations`` counts 512-symbol LMS training blocks; ``presets_tried`` lists
+    the Tx presets sent and evaluated in order; ``ber`` / ``method`` are the
+    receiver's measured BER at the phase's end (worst direction in phase 1).
+    """
+
+    phase: int
+    ran: bool
+    iterations: int
+    presets_tried: tuple[str, ...]
+    preset: str | None
+    ber: float | None
+    method: str | None
+    converged: bool
+
+
+@dataclass(frozen=True)
+class EqRecord:
+    """Level-3 EQ of one link: phases 0-3 and the final per-direction BER.
+
+    Direction 0 is downstream port Tx -> upstream port Rx (tuned in phase 2),
+    direction 1 the reverse (tuned in phase 3).
+    """
+
+    phases: tuple[EqPhaseResult, EqPhaseResult, EqPhaseResult, EqPhaseResult]
+    tx_presets: tuple[str, str]
+    final_ber: tuple[float, float]
+    ber_target: float
+
+    @property
+    def completed(self) -> bool:
+        """All four phases ran and each ended below the BER target."""
+        return all(p.ran and p.converged for p in self.phases)
+
+    @property
+    def total_iterations(self) -> int:
+        return sum(p.iterations for p in self.phases)
+
+    @property
+    def presets_tried(self) -> int:
+        return sum(len(p.presets_tried) for p in self.phases)
+
+
+def level3_eq(
+    channel: ChannelProfile,
+    rng: np.random.Generator,
+    n_links: int = 1,
+    eq: EqProfile | None = None,
+    phase_ui: npt.ArrayLike | None = None,
+    symbol_source: SymbolSource | None = None,
+) -> list[EqRecord]:
+    """Level-3 equalisation (phases 0-3) of ``n_links`` links sharing one channel profile.
+
+    Both directions of every link use ``channel`` with independent noise and
+    jitter; ``phase_ui`` (scalar or per link) is the CDR's sampling-phase offset.
+    ``symbol_source`` maps (batch, n) to PAM4 training levels (default uniform
+    random levels from ``rng``). Returns one record per link.
+    """
+    eq = EqProfile() if eq is None else eq
+    source = symbol_source or (lambda shape: random_pam4(rng, shape))
+    batch = 2 * n_links
+    session = _Session(channel, _phase_offsets(phase_ui, batch, n_links), rng, eq, source)
+
+    training = session.train()
+    searching = np.zeros(batch, dtype=bool)
+    searching[:n_links] = True
+    if not eq.skip_phase3:
+        searching[n_links:] = True
+    search = session.search_presets(searching)
+    final = session.final_ber()
+
+    records = []
+    for i in range(n_links):
+        directions = (i, n_links + i)
+        worst = max(directions, key=lambda b: training.ber.ber[b])
+        phase0 = EqPhaseResult(
+            phase=0,
+            ran=True,
+            iterations=0,
+            presets_tried=(),
+            preset=eq.initial_preset,
+            ber=None,
+            method=None,
+            converged=True,
+        )
+        phase1 = EqPhaseResult(
+            phase=1,
+            ran=True,
+            iterations=int(max(training.iterations[b] for b in directions)),
+            presets_tried=(),
+            preset=eq.initial_preset,
+            ber=float(training.ber.ber[worst]),
+            method=str(training.ber.method[worst]),
+            converged=bool(
+                all(training.converged[b] for b in directions)
+                and training.ber.ber[worst] < eq.ber_target
+            ),
+        )
+        tuned = []
+        for phase, b in ((2, directions[0]), (3, directions[1])):
+            if not searching[b]:
+                tuned.append(
+                    EqPhaseResult(
+                        phase=phase,
+                        ran=False,
+                        iterations=0,
+                        presets_tried=(),
+                        preset=None,
+                        ber=None,
+                        method=None,
+                        converged=False,
+                    )
+                )
+                continue
+            tuned.append(
+                EqPhaseResult(
+                    phase=phase,
+                    ran=True,
+                    iterations=int(search.iterations[b]),
+                    presets_tried=tuple(PRESET_NAMES[p] for p in search.tried[b]),
+                    preset=PRESET_NAMES[session.preset[b]],
+                    ber=float(final.ber[b]),
+                    method=str(final.method[b]),
+                    converged=bool(final.ber[b] < eq.ber_target),
+                )
+            )
+        records.append(
+            EqRecord(
+                phases=(phase0, phase1, tuned[0], tuned[1]),
+                tx_presets=(
+                    PRESET_NAMES[session.preset[i]],
+                    PRESET_NAMES[session.preset[n_links + i]],
+                ),
+                final_ber=(float(final.ber[i]), float(final.ber[n_links + i])),
+                ber_target=eq.ber_target,
+            )
+        )
+    return records

@@ -1,0 +1,239 @@
+"""One run: scenario -> fabric -> transport -> tables -> oracles -> verdicts -> metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import simpy
+
+import sitssim.spec.catalogue
+import sitssim.spec.fabric_clauses  # noqa: F401  (registers the L3 judges)
+from sitssim.fabric.oracles import ThroughputBound, throughput_bound, zero_load_latency_ns
+from sitssim.fabric.routing import Router
+from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.transport import Transport
+from sitssim.scenario import ProbeWorkload, Scenario
+from sitssim.spec.registry import RunContext, Verdict, judge_all
+from sitssim.workloads.synthetic import (
+    KIND_DATA,
+    KIND_NAMES,
+    KIND_PROBE_COMPLETION,
+    KIND_PROBE_REQUEST,
+    build_schedule,
+)
+
+# Oracle comparisons allow for float rounding along a route's sum of delays.
+ORACLE_RTOL = 1e-9
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    seed: int
+    fabric: Fabric
+    tables: dict[str, pd.DataFrame]
+    verdicts: list[Verdict]
+    metrics: dict[str, object]
+    simulated_ns: float
+    throughput: ThroughputBound
+    facts: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.verdict == "fail"]
+
+
+def _messages_table(
+    transport: Transport, router: Router, fabric: Fabric, scenario: Scenario
+) -> pd.DataFrame:
+    route = np.asarray(transport.route, dtype=np.int64)
+    size = np.asarray(transport.size, dtype=np.int64)
+    t_inject = np.asarray(transport.t_inject, dtype=float)
+    t_deliver = np.asarray(transport.t_deliver, dtype=float)
+    hops = np.array([r.hops for r in router.routes], dtype=np.int64)
+    paths = [r.text for r in router.routes]
+    nodes = transport.nodes
+    tenants = [t.name for t in scenario.tenants]
+    return pd.DataFrame(
+        {
+            "msg_id": np.arange(len(size), dtype=np.int64),
+            "kind": pd.Categorical.from_codes(
+                np.asarray(transport.kind, dtype=np.int64), categories=list(KIND_NAMES)
+            ),
+            "workload": np.asarray(transport.workload, dtype=np.int64),
+            "src": pd.Categorical.from_codes(
+                np.asarray(transport.src, dtype=np.int64), categories=nodes
+            ),
+            "dst": pd.Categorical.from_codes(
+                np.asarray(transport.dst, dtype=np.int64), categories=nodes
+            ),
+            "bytes": size,
+            "tenant": pd.Categorical.from_codes(
+                np.asarray(transport.tenant, dtype=np.int64), categories=tenants
+            ),
+            "t_inject_ns": t_inject,
+            "t_deliver_ns": t_deliver,
+            "latency_ns": t_deliver - t_inject,
+            "zero_load_ns": zero_load_latency_ns(fabric, router.routes, route, size),
+            "hops": hops[route] if len(route) else np.zeros(0, dtype=np.int64),
+            "route": route,
+            "path": pd.Categorical.from_codes(route, categories=paths)
+            if paths
+            else pd.Categorical([]),
+            "parent": np.asarray(transport.parent, dtype=np.int64),
+        }
+    )
+
+
+def _probes_table(messages: pd.DataFrame) -> pd.DataFrame:
+    requests = messages[messages["kind"] == KIND_NAMES[KIND_PROBE_REQUEST]]
+    completions = messages[messages["kind"] == KIND_NAMES[KIND_PROBE_COMPLETION]]
+    done = completions.set_index("parent")["t_deliver_ns"]
+    completion_id = completions.set_index("parent")["msg_id"]
+    t_done = done.reindex(requests["msg_id"]).to_numpy()
+    return pd.DataFrame(
+        {
+            "probe_id": requests["msg_id"].to_numpy(),
+            "src": requests["src"].to_numpy(),
+            "dst": requests["dst"].to_numpy(),
+            "hops": requests["hops"].to_numpy(),
+            "t_issue_ns": requests["t_inject_ns"].to_numpy(),
+            "rtt_ns": t_done - requests["t_inject_ns"].to_numpy(),
+            "completion_id": completion_id.reindex(requests["msg_id"])
+            .fillna(-1)
+            .astype(np.int64)
+            .to_numpy(),
+        }
+    )
+
+
+def _links_table(transport: Transport, fabric: Fabric, span_ns: float) -> pd.DataFrame:
+    ports = transport.ports
+    channels = fabric.channels
+    return pd.DataFrame(
+        {
+            "link_id": [c.id for c in channels],
+            "name": [c.name for c in channels],
+            "src": [c.src for c in channels],
+            "dst": [c.dst for c in channels],
+            "profile": [c.profile for c in channels],
+            "rate_gts": [c.rate_gts for c in channels],
+            "lanes": [c.lanes for c in channels],
+            "links": [c.links for c in channels],
+            "encoding": [c.encoding for c in channels],
+            "bytes_per_ns": [c.bytes_per_ns for c in channels],
+            "propagation_ns": [c.propagation_ns for c in channels],
+            "messages": [p.messages for p in ports],
+            "bytes": [p.bytes for p in ports],
+            "busy_ns": [p.busy_ns for p in ports],
+            "utilisation": [p.busy_ns / span_ns if span_ns > 0 else 0.0 for p in ports],
+        }
+    )
+
+
+def _nodes_table(fabric: Fabric) -> pd.DataFrame:
+    names = sorted(fabric.graph)
+    g = fabric.graph
+    return pd.DataFrame(
+        {
+            "node_id": np.arange(len(names), dtype=np.int64),
+            "node": names,
+            "kind": [g.nodes[n]["kind"] for n in names],
+            "level": [g.nodes[n].get("level", 0) for n in names],
+            "degree": [g.degree(n) for n in names],
+            "arbitration_ns": [fabric.node_latency_ns[n] for n in names],
+        }
+    )
+
+
+def _quantiles(values: np.ndarray) -> dict[str, float | None]:
+    if len(values) == 0:
+        return {"mean": None, "p50": None, "p99": None, "p999": None, "max": None}
+    q = np.quantile(values, [0.5, 0.99, 0.999])
+    return {
+        "mean": float(values.mean()),
+        "p50": float(q[0]),
+        "p99": float(q[1]),
+        "p999": float(q[2]),
+        "max": float(values.max()),
+    }
+
+
+def _metrics(
+    result_tables: dict[str, pd.DataFrame],
+    bound: ThroughputBound,
+    scenario: Scenario,
+    simulated_ns: float,
+) -> dict[str, object]:
+    messages = result_tables["messages"]
+    data = messages[messages["kind"] == KIND_NAMES[KIND_DATA]]
+    window = scenario.duration
+    delivered_in_window = messages.loc[messages["t_deliver_ns"] <= window, "bytes"].sum()
+    slack = (messages["latency_ns"] - messages["zero_load_ns"]).to_numpy()
+    tolerance = ORACLE_RTOL * messages["zero_load_ns"].to_numpy()
+    probes = result_tables["probes"]
+    links = result_tables["links"]
+    return {
+        "messages": len(messages),
+        "data_messages": len(data),
+        "data_latency_ns": _quantiles(data["latency_ns"].to_numpy()),
+        "data_zero_load_ns": _quantiles(data["zero_load_ns"].to_numpy()),
+        "probe_rtt_ns": _quantiles(probes["rtt_ns"].dropna().to_numpy()),
+        "oracle_latency_violations": int((slack < -tolerance).sum()),
+        "offered_GBps": bound.offered_bytes_per_ns,
+        "delivered_GBps": float(delivered_in_window) / window,
+        "throughput_bound_GBps": bound.bound_bytes_per_ns,
+        "throughput_bound_method": bound.method,
+        "channel_headroom": bound.headroom if np.isfinite(bound.headroom) else None,
+        "bottleneck_channel": bound.bottleneck_channel,
+        "max_link_utilisation": float(links["utilisation"].max()) if len(links) else 0.0,
+        "simulated_ns": simulated_ns,
+    }
+
+
+def simulate(
+    scenario: Scenario,
+    seed: int | None = None,
+    progress: Callable[[float, float], None] | None = None,
+) -> RunResult:
+    """Simulate a scenario and judge every clause. ``seed`` overrides the scenario's."""
+    if seed is not None and seed != scenario.seed:
+        source = scenario.source
+        scenario = scenario.model_copy(update={"seed": seed})
+        scenario._source = source
+    fabric = build_fabric(scenario)
+    nodes = sorted(fabric.graph)
+    node_id = {n: i for i, n in enumerate(nodes)}
+    schedule = build_schedule(scenario, fabric, node_id)
+    probe_params = {
+        i: (wl.turnaround, wl.completion_bytes)
+        for i, wl in enumerate(scenario.workloads)
+        if isinstance(wl, ProbeWorkload)
+    }
+    router = Router(fabric)
+    transport = Transport(simpy.Environment(), fabric, router, nodes, schedule, probe_params)
+    transport.run(progress)
+    delivered = np.asarray(transport.t_deliver, dtype=float)
+    simulated_ns = float(max(scenario.duration, delivered.max() if len(delivered) else 0.0))
+
+    tables: dict[str, pd.DataFrame] = {}
+    tables["messages"] = _messages_table(transport, router, fabric, scenario)
+    tables["probes"] = _probes_table(tables["messages"])
+    tables["links"] = _links_table(transport, fabric, simulated_ns)
+    tables["nodes"] = _nodes_table(fabric)
+    bound = throughput_bound(fabric, router.routes, tables["messages"], scenario.duration)
+    ctx = RunContext(scenario=scenario, fabric=fabric, tables=tables)
+    verdicts = judge_all(ctx)
+    return RunResult(
+        scenario=scenario,
+        seed=scenario.seed,
+        fabric=fabric,
+        tables=tables,
+        verdicts=verdicts,
+        metrics=_metrics(tables, bound, scenario, simulated_ns),
+        simulated_ns=simulated_ns,
+        throughput=bound,
+    )

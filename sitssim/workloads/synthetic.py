@@ -1,0 +1,244 @@
+"""Synthetic traffic and round-trip probes, generated up front as arrays.
+
+Open-loop arrivals do not depend on the fabric's state, so every workload's
+injections are drawn before the simulation starts, vectorised, and merged
+into one time-sorted ``Schedule`` that a single injector walks. Only probe
+*completions* are created during the run (their time depends on the fabric).
+
+Destination patterns follow Dally & Towles, *Principles and Practices of
+Interconnection Networks*, ch. 3, over GPU indices 0..N-1 (b = log2 N bits):
+
+=============== ==========================================================
+uniform_random  each message to a GPU drawn uniformly from the others
+permutation     a random derangement fixed for the run
+hotspot         a fraction of messages to one GPU, the rest uniform
+tornado         i -> (i + max(1, ceil(N/2) - 1)) mod N
+bit_complement  i -> (N - 1) XOR i                       (N a power of two)
+transpose       i -> i rotated left by floor(b/2) bits   (N a power of two)
+shuffle         i -> i rotated left by 1 bit             (N a power of two)
+pair            every message from ``src`` to ``dst``
+=============== ==========================================================
+
+A source whose pattern maps it to itself does not inject. ``load`` is a
+fraction of the source's injection bandwidth: the payload bandwidth of all of
+its outgoing links together.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from sitssim.fabric.topology import Fabric
+from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
+
+KIND_DATA = 0
+KIND_PROBE_REQUEST = 1
+KIND_PROBE_COMPLETION = 2
+KIND_NAMES = ("data", "probe_request", "probe_completion")
+
+
+def component_rng(seed: int, *name: object) -> np.random.Generator:
+    """A generator for one named component: adding a component never shifts another's stream."""
+    key = zlib.crc32("/".join(map(str, name)).encode())
+    return np.random.default_rng(np.random.SeedSequence([seed, key]))
+
+
+@dataclass
+class Schedule:
+    """Pre-drawn injections, sorted by time (ties keep workload, then source order)."""
+
+    t_ns: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    size: np.ndarray
+    tenant: np.ndarray
+    kind: np.ndarray
+    workload: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+
+def _arrival_times(
+    rng: np.random.Generator, start: float, stop: float, mean: float, poisson: bool
+) -> np.ndarray:
+    if not poisson:
+        return start + mean * np.arange(int(np.ceil((stop - start) / mean)))
+    expected = (stop - start) / mean
+    chunks = []
+    t = start
+    while t < stop:
+        n = int(expected * 1.1 + 10 * np.sqrt(expected) + 16)
+        times = t + np.cumsum(rng.exponential(mean, n))
+        chunks.append(times)
+        t = times[-1]
+    times = np.concatenate(chunks)
+    return times[times < stop]
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _rotate_left(i: np.ndarray, by: int, bits: int) -> np.ndarray:
+    by %= bits
+    mask = (1 << bits) - 1
+    return ((i << by) | (i >> (bits - by))) & mask
+
+
+def _fixed_destinations(pattern: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    i = np.arange(n)
+    if pattern == "tornado":
+        return (i + max(1, -(-n // 2) - 1)) % n
+    if pattern == "bit_complement":
+        return (n - 1) ^ i
+    bits = n.bit_length() - 1
+    if pattern == "transpose":
+        return _rotate_left(i, bits // 2, bits) if bits else i
+    if pattern == "shuffle":
+        return _rotate_left(i, 1, bits) if bits else i
+    if pattern == "permutation":
+        if n < 2:
+            return i
+        while True:
+            perm = rng.permutation(n)
+            if not np.any(perm == i):
+                return perm
+    raise AssertionError(pattern)
+
+
+def _gpu_index(scenario: Scenario, fabric: Fabric, loc: tuple, name: str) -> int:
+    if name not in fabric.graph:
+        raise scenario.error(
+            loc, f"unknown node {name!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
+        )
+    if fabric.node_kind(name) != "gpu":
+        raise scenario.error(loc, f"{name!r} is a {fabric.node_kind(name)}, not a GPU")
+    return fabric.gpus.index(name)
+
+
+def injection_bytes_per_ns(fabric: Fabric, node: str) -> float:
+    return sum(c.bytes_per_ns for c in fabric.channels if c.src == node)
+
+
+def _synthetic(
+    i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
+) -> list[tuple]:
+    rng = component_rng(scenario.seed, "workload", i)
+    n = len(fabric.gpus)
+    loc = ("workloads", i)
+    if wl.pattern in ("bit_complement", "transpose", "shuffle") and not _is_pow2(n):
+        raise scenario.error(
+            (*loc, "pattern"), f"pattern {wl.pattern!r} needs a power-of-two GPU count, not {n}"
+        )
+    if wl.pattern != "pair" and n < 2:
+        raise scenario.error((*loc, "pattern"), "a traffic pattern needs at least two GPUs")
+    if wl.pattern == "pair":
+        sources = [_gpu_index(scenario, fabric, (*loc, "src"), wl.src)]
+        pair_dst = _gpu_index(scenario, fabric, (*loc, "dst"), wl.dst)
+    elif wl.sources is not None:
+        sources = [
+            _gpu_index(scenario, fabric, (*loc, "sources", k), s) for k, s in enumerate(wl.sources)
+        ]
+    else:
+        sources = list(range(n))
+    hotspot = 0
+    if wl.hotspot is not None:
+        hotspot = _gpu_index(scenario, fabric, (*loc, "hotspot"), wl.hotspot)
+    fixed = None
+    if wl.pattern not in ("pair", "uniform_random", "hotspot"):
+        fixed = _fixed_destinations(wl.pattern, n, rng)
+    stop = wl.stop if wl.stop is not None else scenario.duration
+    tenant = [t.name for t in scenario.tenants].index(wl.tenant or scenario.tenants[0].name)
+    out = []
+    for s in sources:
+        if fixed is not None and fixed[s] == s:
+            continue
+        src_name = fabric.gpus[s]
+        if wl.load is not None:
+            mean = wl.message_bytes / (wl.load * injection_bytes_per_ns(fabric, src_name))
+        else:
+            mean = wl.interval
+        source_rng = component_rng(scenario.seed, "workload", i, "source", s)
+        times = _arrival_times(source_rng, wl.start, stop, mean, wl.arrivals == "poisson")
+        count = len(times)
+        if wl.pattern == "pair":
+            dst = np.full(count, pair_dst)
+        elif fixed is not None:
+            dst = np.full(count, fixed[s])
+        else:
+            dst = (s + 1 + source_rng.integers(0, n - 1, count)) % n
+            if wl.pattern == "hotspot" and s != hotspot:
+                dst = np.where(source_rng.random(count) < wl.hotspot_fraction, hotspot, dst)
+        gpu_ids = np.array([node_id[g] for g in fabric.gpus])
+        out.append((times, node_id[src_name], gpu_ids[dst], wl.message_bytes, tenant, KIND_DATA, i))
+    return out
+
+
+def default_requester(fabric: Fabric) -> str:
+    return fabric.root if fabric.root is not None else fabric.gpus[0]
+
+
+def _probes(
+    i: int, wl: ProbeWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
+) -> list[tuple]:
+    loc = ("workloads", i)
+    requester = wl.requester or default_requester(fabric)
+    if requester not in fabric.graph:
+        raise scenario.error((*loc, "requester"), f"unknown node {requester!r}")
+    if fabric.node_kind(requester) == "switch":
+        raise scenario.error(
+            (*loc, "requester"), f"{requester!r} is a switch; it issues no requests"
+        )
+    if wl.targets is None:
+        targets = [g for g in fabric.gpus if g != requester]
+    else:
+        targets = [
+            fabric.gpus[_gpu_index(scenario, fabric, (*loc, "targets", k), t)]
+            for k, t in enumerate(wl.targets)
+        ]
+        if requester in targets:
+            raise scenario.error((*loc, "targets"), "a requester cannot probe itself")
+    tenant = [t.name for t in scenario.tenants].index(wl.tenant or scenario.tenants[0].name)
+    out = []
+    for j, target in enumerate(targets):
+        # Stagger targets across the interval so probes do not queue behind each other.
+        phase = wl.start + wl.interval * j / len(targets)
+        times = _arrival_times(None, phase, scenario.duration, wl.interval, poisson=False)
+        out.append(
+            (
+                times,
+                node_id[requester],
+                node_id[target],
+                wl.request_bytes,
+                tenant,
+                KIND_PROBE_REQUEST,
+                i,
+            )
+        )
+    return out
+
+
+def build_schedule(scenario: Scenario, fabric: Fabric, node_id: dict[str, int]) -> Schedule:
+    """Draw every workload's injections and merge them into one sorted schedule."""
+    parts: list[tuple] = []
+    for i, wl in enumerate(scenario.workloads):
+        if isinstance(wl, SyntheticWorkload):
+            parts.extend(_synthetic(i, wl, scenario, fabric, node_id))
+        else:
+            parts.extend(_probes(i, wl, scenario, fabric, node_id))
+    if not parts:
+        empty = np.zeros(0)
+        return Schedule(empty, *(np.zeros(0, dtype=np.int64) for _ in range(6)))
+    t = np.concatenate([p[0] for p in parts])
+    columns = [
+        np.concatenate(
+            [np.broadcast_to(np.asarray(p[k], dtype=np.int64), len(p[0])) for p in parts]
+        )
+        for k in range(1, 7)
+    ]
+    order = np.argsort(t, kind="stable")
+    return Schedule(t[order], *(c[order] for c in columns))

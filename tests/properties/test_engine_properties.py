@@ -1,0 +1,164 @@
+"""Properties of the engine model and the adaptive FP8 policy (issue 5, `engine.fp8_overflow`)."""
+
+import dataclasses
+
+import numpy as np
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from sitssim.workloads.catalog import GpuSpec, ModelConfig
+from sitssim.workloads.engine import (
+    EngineConfig,
+    EngineModel,
+    HeadScoreDistribution,
+    plan_sparsity,
+)
+from sitssim.workloads.fp8 import (
+    FP8_FORMATS,
+    ActivationSpec,
+    Fp8Policy,
+    quantise_layers,
+    synthesise_activations,
+)
+
+E4M3 = FP8_FORMATS["E4M3"]
+TP_GPU = GpuSpec("generated", 3e12, 80e9, 1e15, None)
+
+
+@st.composite
+def model_configs(draw: st.DrawFn) -> ModelConfig:
+    n_kv_heads = draw(st.sampled_from([1, 2, 4, 8]))
+    n_heads = n_kv_heads * draw(st.sampled_from([1, 2, 4]))
+    head_dim = draw(st.sampled_from([16, 32, 64, 128]))
+    hidden = n_heads * head_dim * draw(st.sampled_from([1, 2]))
+    return ModelConfig(
+        name="generated",
+        n_layers=draw(st.integers(1, 12)),
+        hidden=hidden,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        head_dim=head_dim,
+        ffn_hidden=8 * draw(st.integers(16, 512)),
+        vocab=draw(st.integers(1000, 64000)),
+        ffn_matrices=draw(st.sampled_from([2, 3])),
+        tied_embeddings=draw(st.booleans()),
+    )
+
+
+gpus = st.builds(
+    GpuSpec,
+    name=st.just("generated"),
+    hbm_bytes_per_s=st.floats(0.5e12, 8e12),
+    memory_bytes=st.just(80e9),
+    bf16_flops_per_s=st.floats(100e12, 2000e12),
+    fp8_flops_per_s=st.one_of(st.none(), st.floats(200e12, 4000e12)),
+)
+
+
+@given(
+    model=model_configs(),
+    tp=st.sampled_from([2, 4, 8]),
+    seed=st.integers(0, 2**32 - 1),
+    a=st.floats(0.5, 5.0),
+    b=st.floats(0.5, 5.0),
+    head_threshold=st.floats(0.0, 0.9),
+    layer_threshold=st.floats(0.2, 0.8),
+    batch=st.integers(1, 4),
+)
+def test_all_reduces_per_token_follow_skipped_layers(
+    model, tp, seed, a, b, head_threshold, layer_threshold, batch
+):
+    """Issue 5 property: all-reduces per decode token = 2 · layers · (1 − skipped fraction),
+    each of T·hidden·2 bytes, with the skipped fraction measured from the head scores."""
+    assume(model.n_heads % tp == 0 and model.ffn_hidden % tp == 0)
+    n_positions = 24
+    scores = HeadScoreDistribution("beta", a, b).draw(
+        n_positions, model.n_layers, model.n_heads, np.random.default_rng(seed)
+    )
+    plan = plan_sparsity(scores, head_threshold, layer_threshold)
+    engine = EngineModel(EngineConfig(model, TP_GPU, tp=tp))
+    prompt = 16
+    counts = []
+    for position in range(prompt, n_positions):
+        (step,) = engine.decode_step(batch, position, plan).passes
+        skipped = plan.skipped_layer_fraction(position, position + 1)
+        assert step.all_reduces == round(2 * model.n_layers * (1 - skipped))
+        sizes = {c.bytes for c in step.collectives if c.kind == "all_reduce"}
+        assert sizes <= {batch * model.hidden * 2}
+        counts.append(step.all_reduces)
+    expected = 2 * model.n_layers * (1 - plan.skipped_layer_fraction(prompt, n_positions))
+    assert abs(np.mean(counts) - expected) < 1e-9
+
+
+@given(
+    model=model_configs(),
+    gpu=gpus,
+    context=st.integers(0, 8192),
+    weight_format=st.sampled_from(["bf16", "fp8_e4m3"]),
+    kv_format=st.sampled_from(["bf16", "fp8_e5m2"]),
+)
+def test_memory_bound_decode_time_halves_with_double_bandwidth(
+    model, gpu, context, weight_format, kv_format
+):
+    """Issue 5 property: in the memory-bound regime, doubling HBM bandwidth halves the
+    batch-1 decode compute time."""
+    config = EngineConfig(model, gpu, weight_format=weight_format, kv_format=kv_format)
+    faster = dataclasses.replace(
+        config, gpu=dataclasses.replace(gpu, hbm_bytes_per_s=2 * gpu.hbm_bytes_per_s)
+    )
+    step = EngineModel(config).decode_step(1, context)
+    fast_step = EngineModel(faster).decode_step(1, context)
+    segments = [
+        s
+        for p in (*step.passes, *fast_step.passes)
+        for s in (p.lm_head, *(x for layer in p.layers for x in (layer.attention, layer.mlp)))
+    ]
+    assume(all(s.bound == "memory" for s in segments))
+    assert abs(fast_step.time_s / step.time_s - 0.5) < 1e-12
+
+
+@given(
+    log_std_fraction=st.floats(0.0, 1.0),
+    log2_scale=st.integers(-4, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_gaussian_activations_in_the_configured_range_never_overflow(
+    log_std_fraction, log2_scale, seed
+):
+    """`engine.fp8_overflow`: for Gaussian layer outputs whose std lies in the policy's
+    configured range (up to k·σ at the E5M2 maximum), the std-chosen format holds every
+    value: the overflow count, taken before saturation, is zero."""
+    policy = Fp8Policy(k_sigma=6.0, scale=2.0**log2_scale)
+    low, high = np.log(1e-3 * policy.scale), np.log(policy.max_safe_std)
+    std = float(np.exp(low + log_std_fraction * (high - low)))
+    layers = synthesise_activations(
+        [ActivationSpec(std * f) for f in (0.25, 0.5, 1.0)], 4096, np.random.default_rng(seed)
+    )
+    records = quantise_layers(layers, policy)
+    assert [r.overflows for r in records] == [0, 0, 0]
+    assert all(r.format == policy.choose(r.std).name for r in records)
+
+
+@given(
+    nu=st.floats(2.2, 3.0),
+    headroom=st.floats(0.8, 0.95),
+    log2_scale=st.integers(-2, 2),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_heavy_tailed_activations_produce_counted_overflow(nu, headroom, log2_scale, seed):
+    """`engine.fp8_overflow` failure witness: Student-t outputs with small ν and a std that
+    puts k·σ just inside E4M3's range look safe to the std-based rule, get E4M3, and
+    exceed 448; the overflow is counted before saturation."""
+    policy = Fp8Policy(k_sigma=6.0, scale=2.0**log2_scale)
+    std = headroom * E4M3.max * policy.scale / policy.k_sigma
+    layers = synthesise_activations(
+        [ActivationSpec(std, nu=nu)] * 4, 4096, np.random.default_rng(seed)
+    )
+    records = quantise_layers(layers, policy)
+    fooled = [r for r in records if r.format == "E4M3" and r.overflows > 0]
+    assert fooled
+    for record, values in zip(records, layers, strict=True):
+        limit = FP8_FORMATS[record.format].max * policy.scale
+        assert record.overflows == int(np.count_nonzero(np.abs(values) > limit))
+    for record in fooled:
+        assert policy.k_sigma * record.std <= E4M3.max * policy.scale
