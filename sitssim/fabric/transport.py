@@ -2,22 +2,21 @@
 
 Theory of operation
 -------------------
-Every channel (one direction of a link) is an output port with a FIFO queue
-and one server. A message is an integer id; its fields live in column lists,
-so the hot path touches no per-message object. A port is driven by two
-callbacks, never by a process per message:
+Every channel (one direction of a link) is an output port: one server with a
+FIFO queue and, for now, an unbounded buffer. A message is an integer id; its
+fields live in column lists, so the hot path touches no per-message object.
 
-* ``_start``: the port takes the head of its queue and schedules the end of
-  serialisation ``bytes / bandwidth`` later.
-* ``_done``: serialisation ended. The message reaches the next node after the
-  link's flight time plus that node's arbitration latency (switch level or
-  root complex); the port starts its next message at once.
-
-Arrival at the next node either delivers the message (last hop) or enqueues
-it at the next port of its route. Ports are store-and-forward at message
-granularity and buffers are unbounded: with arrivals processed in time order
-each port realises Lindley's recursion exactly, which the tests check. The
-link layer replaces the unbounded buffer with credits and flits.
+Because the buffer is unbounded and arrivals at a port are handled in time
+order, a FIFO port needs no event of its own: it keeps the time it becomes
+free, and a message arriving at ``t`` starts service at ``max(t, free_at)``
+(Lindley's recursion, exactly) and holds the port for ``bytes / bandwidth``.
+The only event per hop is the message's arrival at the next node, after the
+serialisation, the link's flight time and that node's arbitration latency
+(switch level or root complex). Arrival either delivers the message (last
+hop) or hands it to the next port of its route. Ports are store-and-forward
+at message granularity. When the link layer brings credits (a port that may
+have to wait for its downstream buffer), such ports get a real queue and a
+wake-up callback; ``_Port.accept`` is the seam where that goes.
 
 A probe request that is delivered turns into a completion after the
 completer's turnaround, routed back to the requester; the pair's round trip
@@ -30,7 +29,6 @@ chain of timeouts.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable
 from functools import partial
 
@@ -46,29 +44,47 @@ from sitssim.workloads.synthetic import (
 )
 
 
+class _Hop:
+    """A pre-triggered event carrying an integer: the lightest object SimPy's loop will step.
+
+    It marks a message's arrival at the next node (``msg`` is the message id)
+    or the injector's next due entry (``msg`` is the schedule index).
+
+    ``Environment.step`` needs only ``callbacks`` and ``_ok`` of an event; a
+    full ``simpy.Timeout`` costs three times as much to build, and one of
+    these is made for every hop of every message.
+    """
+
+    __slots__ = ("_ok", "callbacks", "msg")
+
+    def __init__(self, callback: Callable[[_Hop], None], msg: int) -> None:
+        self.callbacks = [callback]
+        self._ok = True
+        self.msg = msg
+
+
 class _Port:
-    __slots__ = (
-        "busy",
-        "busy_ns",
-        "bytes",
-        "current",
-        "fwd_delay",
-        "inv_bw",
-        "messages",
-        "on_done",
-        "queue",
-    )
+    """An output port: FIFO, one server, unbounded buffer (see the module docstring)."""
+
+    __slots__ = ("busy_ns", "bytes", "free_at", "fwd_delay", "inv_bw", "messages")
 
     def __init__(self, inv_bw: float, fwd_delay: float) -> None:
         self.inv_bw = inv_bw
         self.fwd_delay = fwd_delay
-        self.queue: deque[int] = deque()
-        self.busy = False
-        self.current = -1
+        self.free_at = 0.0
         self.bytes = 0
         self.busy_ns = 0.0
         self.messages = 0
-        self.on_done: Callable = lambda ev: None
+
+    def accept(self, now: float, size: int) -> float:
+        """Queue a message of ``size`` bytes at ``now``; return when it reaches the next node."""
+        start = self.free_at if self.free_at > now else now
+        service = size * self.inv_bw
+        self.free_at = start + service
+        self.busy_ns += service
+        self.bytes += size
+        self.messages += 1
+        return start + service + self.fwd_delay
 
 
 class Transport:
@@ -88,10 +104,10 @@ class Transport:
         self.node_id = {n: i for i, n in enumerate(nodes)}
         self.ports = []
         for ch in fabric.channels:
-            port = _Port(1.0 / ch.bytes_per_ns, ch.propagation_ns + fabric.node_latency_ns[ch.dst])
-            port.on_done = partial(self._done, port)
-            self.ports.append(port)
-        self._route_ports: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
+            self.ports.append(
+                _Port(1.0 / ch.bytes_per_ns, ch.propagation_ns + fabric.node_latency_ns[ch.dst])
+            )
+        self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
         self._probe_params = probe_params
 
         self.src: list[int] = []
@@ -129,12 +145,15 @@ class Transport:
 
     def _ports_for(self, src: int, dst: int) -> tuple[int, tuple[_Port, ...]]:
         key = (src, dst)
-        found = self._route_ports.get(key)
-        if found is None:
-            route = self.router.route(self.nodes[src], self.nodes[dst])
-            found = (route.id, tuple(self.ports[c] for c in route.channels))
-            self._route_ports[key] = found
-        return found
+        pinned = self._pinned.get(key)
+        if pinned is not None:
+            return pinned
+        selector = self.router.selector(self.nodes[src], self.nodes[dst])
+        route = selector.next()
+        choice = (route.id, tuple(self.ports[c] for c in route.channels))
+        if len(selector.routes) == 1:
+            self._pinned[key] = choice
+        return choice
 
     def inject(
         self, src: int, dst: int, size: int, tenant: int, kind: int, workload: int, parent: int = -1
@@ -157,9 +176,11 @@ class Transport:
         self._send(ports[0], msg)
         return msg
 
-    def _inject_due(self, due: float, _ev: simpy.Event | None = None) -> None:
+    def _inject_due(self, ev: _Hop) -> None:
+        """Inject every scheduled message due at the time of entry ``ev.msg``, then re-arm."""
         t = self._sched_t
         src, dst, size, tenant, kind, workload = self._sched_cols
+        due = t[ev.msg]
         i = self._next
         n = len(t)
         while i < n and t[i] <= due:
@@ -167,41 +188,21 @@ class Transport:
             i += 1
         self._next = i
         if i < n:
-            ev = self.env.timeout(t[i] - self.env.now)
-            ev.callbacks.append(partial(self._inject_due, t[i]))
+            self.env.schedule(_Hop(self._inject_due, i), delay=t[i] - self.env.now)
 
     def start(self) -> None:
         if self._sched_t:
-            ev = self.env.timeout(self._sched_t[0])
-            ev.callbacks.append(partial(self._inject_due, self._sched_t[0]))
+            self.env.schedule(_Hop(self._inject_due, 0), delay=self._sched_t[0])
 
     # --- ports -----------------------------------------------------------------
 
     def _send(self, port: _Port, msg: int) -> None:
-        if port.busy:
-            port.queue.append(msg)
-        else:
-            self._start(port, msg)
+        env = self.env
+        now = env.now
+        env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
 
-    def _start(self, port: _Port, msg: int) -> None:
-        port.busy = True
-        port.current = msg
-        service = self.size[msg] * port.inv_bw
-        port.busy_ns += service
-        self.env.timeout(service).callbacks.append(port.on_done)
-
-    def _done(self, port: _Port, _ev: simpy.Event) -> None:
-        msg = port.current
-        port.bytes += self.size[msg]
-        port.messages += 1
-        self.env.timeout(port.fwd_delay, msg).callbacks.append(self._arrive)
-        if port.queue:
-            self._start(port, port.queue.popleft())
-        else:
-            port.busy = False
-
-    def _arrive(self, ev: simpy.Event) -> None:
-        msg = ev.value
+    def _arrive(self, ev: _Hop) -> None:
+        msg = ev.msg
         hop = self._hop[msg] + 1
         self._hop[msg] = hop
         ports = self._ports_of[msg]
