@@ -1,0 +1,165 @@
+"""End-to-end runs of the shipped scenarios through the CLI, in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from sitssim.cli import app
+from sitssim.spec.registry import CLAUSES
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def fat_tree_out(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    out = tmp_path_factory.mktemp("fat") / "out"
+    return run("run", SCENARIOS / "fat_tree_8gpu.yaml", "--out", out), out
+
+
+def verdicts(out: Path) -> dict[str, dict]:
+    report = json.loads((out / "report.json").read_text())
+    return {c["id"]: c for c in report["clauses"]}
+
+
+def test_fat_tree_passes_and_writes_every_output(fat_tree_out: tuple) -> None:
+    result, out = fat_tree_out
+    assert result.exit_code == 0, result.output
+    for name in (
+        "report.json",
+        "run_info.json",
+        "messages.parquet",
+        "links.parquet",
+        "probes.parquet",
+        "nodes.parquet",
+        "figures/latency_cdf.png",
+        "figures/link_utilisation.png",
+    ):
+        assert (out / name).stat().st_size > 0, name
+    by_id = verdicts(out)
+    assert list(by_id) == list(CLAUSES)
+    assert by_id["fabric.hop_limit"]["verdict"] == "pass"
+    assert by_id["fabric.tso_window"]["verdict"] == "pass"
+    assert by_id["fabric.topology_limits"]["verdict"] == "pass"
+    assert "fabric.tso_window" in result.output and "Headline metrics" in result.output
+
+
+def test_tables_on_disk_match_the_issue_columns(fat_tree_out: tuple) -> None:
+    _, out = fat_tree_out
+    messages = pd.read_parquet(out / "messages.parquet")
+    for column in (
+        "msg_id",
+        "src",
+        "dst",
+        "bytes",
+        "tenant",
+        "t_inject_ns",
+        "t_deliver_ns",
+        "hops",
+        "path",
+    ):
+        assert column in messages
+    links = pd.read_parquet(out / "links.parquet")
+    for column in ("link_id", "src", "dst", "rate_gts", "lanes", "bytes", "utilisation"):
+        assert column in links
+    probes = pd.read_parquet(out / "probes.parquet")
+    for column in ("src", "dst", "t_issue_ns", "rtt_ns"):
+        assert column in probes
+    assert (probes["rtt_ns"] > 0).all()
+
+
+def test_report_is_deterministic_and_seed_overrides(tmp_path: Path, fat_tree_out: tuple) -> None:
+    _, first = fat_tree_out
+    again = tmp_path / "again"
+    assert (
+        run("run", SCENARIOS / "fat_tree_8gpu.yaml", "--out", again, "--no-figures").exit_code == 0
+    )
+    assert (first / "report.json").read_bytes() == (again / "report.json").read_bytes()
+    other = tmp_path / "other"
+    assert (
+        run(
+            "run", SCENARIOS / "fat_tree_8gpu.yaml", "--out", other, "--seed", "99", "--no-figures"
+        ).exit_code
+        == 0
+    )
+    report = json.loads((other / "report.json").read_text())
+    assert report["seed"] == 99
+    assert (first / "report.json").read_bytes() != (other / "report.json").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "clause", "table"),
+    [
+        ("violations/chain_9hop.yaml", "fabric.hop_limit", "messages"),
+        ("violations/tso_loaded.yaml", "fabric.tso_window", "probes"),
+    ],
+)
+def test_violation_scenarios_fail_their_clause_with_evidence(
+    tmp_path: Path, scenario: str, clause: str, table: str
+) -> None:
+    out = tmp_path / "out"
+    result = run("run", SCENARIOS / scenario, "--out", out, "--no-figures")
+    assert result.exit_code == 1, result.output
+    verdict = verdicts(out)[clause]
+    assert verdict["verdict"] == "fail"
+    assert verdict["basis"] == "measured"
+    assert verdict["evidence"][0]["table"] == table and verdict["evidence"][0]["rows"]
+    assert f"FAIL {clause}" in result.output
+    assert f"evidence: {table} rows" in result.output
+    failed = [c for c in verdicts(out).values() if c["verdict"] == "fail"]
+    assert [c["id"] for c in failed] == [clause]
+
+
+@pytest.mark.parametrize("name", ["direct_rc_4gpu.yaml", "nvswitch_8gpu.yaml"])
+def test_other_shipped_topologies_pass(tmp_path: Path, name: str) -> None:
+    result = run("run", SCENARIOS / name, "--out", tmp_path / "o", "--no-figures")
+    assert result.exit_code == 0, result.output
+
+
+def test_default_output_folder_is_named_after_the_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run("run", SCENARIOS / "violations" / "chain_9hop.yaml", "--no-figures")
+    assert result.exit_code == 1
+    assert (tmp_path / "out" / "chain_9hop" / "report.json").exists()
+
+
+def test_clauses_lists_every_clause() -> None:
+    result = run("clauses")
+    assert result.exit_code == 0
+    for clause_id in CLAUSES:
+        assert clause_id in result.output
+
+
+def test_validate_describes_the_fabric() -> None:
+    result = run("validate", SCENARIOS / "nvswitch_8gpu.yaml")
+    assert result.exit_code == 0
+    assert "8 GPUs" in result.output and "4 switches" in result.output
+
+
+def test_internal_error_is_one_line_and_a_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("model exploded")
+
+    monkeypatch.setattr("sitssim.simulation.simulate", broken)
+    out = tmp_path / "out"
+    result = run("run", SCENARIOS / "fat_tree_8gpu.yaml", "--out", out)
+    assert result.exit_code == 3
+    assert "internal error: RuntimeError: model exploded" in result.output
+    assert "Traceback" not in result.output
+    log = result.output.split("log: ")[1].split(")")[0].strip()
+    assert "Traceback" in Path(log).read_text()
+    assert not out.exists()
