@@ -88,7 +88,7 @@ def write_results(result: RunResult, out: Path, wall_s: float, figures: bool = T
             "python": platform.python_version(),
             "platform": platform.platform(),
             "scenario_path": result.scenario.source.path,
-            "events_per_s": result.metrics["messages"] / wall_s if wall_s > 0 else None,
+            "messages_per_s": result.metrics["messages"] / wall_s if wall_s > 0 else None,
         }
         (staging / "run_info.json").write_text(json.dumps(_clean(info), indent=2) + "\n")
         for name, table in result.tables.items():

@@ -72,7 +72,7 @@ def topology_limits(ctx: RunContext) -> Verdict:
             limit=float(gpu_limit),
             unit="GPUs",
             basis="configured",
-            evidence=(evidence("nodes", gpu_rows if n_gpus > gpu_limit else []),)
+            evidence=((evidence("nodes", gpu_rows),) if n_gpus > gpu_limit else ())
             + ((evidence("nodes", slow["node_id"]),) if len(slow) else ()),
             detail=detail,
         )
@@ -100,11 +100,12 @@ def tso_window(ctx: RunContext) -> Verdict:
         return clause.not_applicable("no completed round-trip probes: add a 'probes' workload")
     farthest_hops = probes["hops"].max()
     far = probes[probes["hops"] == farthest_hops]
-    p99 = far.groupby("dst", observed=True)["rtt_ns"].quantile(TSO_RTT_QUANTILE)
-    target = p99.idxmax()
+    p99 = far.groupby(["src", "dst"], observed=True)["rtt_ns"].quantile(TSO_RTT_QUANTILE)
+    requester, target = p99.idxmax()
     rtt_max = float(p99.max())
     limit = 2.0 * rtt_max + TSO_MARGIN_NS
-    worst = far[(far["dst"] == target) & (far["rtt_ns"] >= rtt_max)]
+    pair = far[(far["src"] == requester) & (far["dst"] == target)]
+    worst = pair[pair["rtt_ns"] >= rtt_max]
     return clause.verdict(
         "pass" if window >= limit else "fail",
         measured=float(window),
@@ -114,8 +115,8 @@ def tso_window(ctx: RunContext) -> Verdict:
         basis="measured",
         evidence=(evidence("probes", worst["probe_id"]),),
         detail=(
-            f"RTT_max = p99 round trip to {target} ({int(farthest_hops)} hops each way) = "
-            f"{rtt_max:.1f} ns over {int((far['dst'] == target).sum())} probes; "
-            f"median {np.median(far['rtt_ns']):.1f} ns"
+            f"RTT_max = p99 round trip {requester}->{target} ({int(farthest_hops)} hops each "
+            f"way) = {rtt_max:.1f} ns over {len(pair)} probes; median "
+            f"{np.median(pair['rtt_ns']):.1f} ns"
         ),
     )

@@ -65,6 +65,8 @@ class Schedule:
 def _arrival_times(
     rng: np.random.Generator, start: float, stop: float, mean: float, poisson: bool
 ) -> np.ndarray:
+    if start >= stop:
+        return np.zeros(0)
     if not poisson:
         return start + mean * np.arange(int(np.ceil((stop - start) / mean)))
     expected = (stop - start) / mean
