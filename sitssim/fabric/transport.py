@@ -123,7 +123,6 @@ class Transport:
         self._hop: list[int] = []
         self._ports_of: list[tuple[_Port, ...]] = []
 
-        self._sched = schedule
         self._sched_t = schedule.t_ns.tolist()
         self._sched_cols = [
             c.tolist()

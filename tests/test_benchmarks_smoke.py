@@ -1,0 +1,64 @@
+"""The transport benchmark runs, and its naive SimPy model computes what sitssim computes.
+
+Correctness only: nothing here looks at wall time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from sitssim.fabric.oracles import zero_load_latency_ns
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_transport.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_transport", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # dataclasses resolve their module through sys.modules while the class body runs.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_naive_model_matches_sitssim_latency(bench: ModuleType) -> None:
+    setup = bench.build(messages=600, load=0.97, seed=3)
+    _, _, sitssim_latency = bench.time_sitssim(setup)
+    _, _, naive_latency = bench.time_naive(setup)
+    assert len(sitssim_latency) == len(naive_latency) == len(setup.schedule) > 0
+    schedule, nodes, router = setup.schedule, setup.nodes, setup.router
+    route_ids = np.array(
+        [
+            router.route(nodes[s], nodes[d]).id
+            for s, d in zip(schedule.src, schedule.dst, strict=True)
+        ]
+    )
+    zero_load = zero_load_latency_ns(setup.fabric, router.routes, route_ids, schedule.size)
+    # Queueing only adds: no message of either model beats its empty-fabric latency.
+    assert np.all(naive_latency >= zero_load * (1 - 1e-9))
+    assert np.all(sitssim_latency >= zero_load * (1 - 1e-9))
+    # The load must really queue, or matching means would only compare zero-load sums.
+    assert sitssim_latency.mean() > 1.2 * zero_load.mean()
+    assert naive_latency.mean() == pytest.approx(sitssim_latency.mean(), rel=0.01)
+
+
+def test_main_reports_figures_and_exits_zero(bench: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    code = bench.main(["--messages", "300", "--repeats", "1", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    assert code == 0
+    assert figures["latency_match"] is True
+    assert figures["messages"] > 0
+    # Every message crosses at least its GPU's uplink and the destination's downlink.
+    assert figures["hop_events"] >= 2 * figures["messages"]
+    for key in ("sitssim_hop_events_per_s", "naive_hop_events_per_s", "bare_timeouts_per_s"):
+        assert figures[key] > 0
