@@ -92,14 +92,18 @@ class Router:
         if found is not None:
             return found
         paths = sorted(tuple(p) for p in nx.all_shortest_paths(self.fabric.graph, src, dst))
+        phase = (self._order[src] + self._order[dst]) % len(paths)
         if self.spray and len(paths) > 1:
             routes = [self._route(p) for p in paths]
             channels = self.fabric.channels
             weights = [min(channels[c].bytes_per_ns for c in r.channels) for r in routes]
+            found = PathSelector(routes, weights)
+            # Start pairs at different points of the rotation, so that every
+            # pair's first message does not land on the same plane.
+            for _ in range(phase):
+                found.next()
         else:
-            pick = paths[(self._order[src] + self._order[dst]) % len(paths)]
-            routes, weights = [self._route(pick)], [1.0]
-        found = PathSelector(routes, weights)
+            found = PathSelector([self._route(paths[phase])], [1.0])
         self._selectors[key] = found
         return found
 

@@ -129,7 +129,7 @@ def injection_bytes_per_ns(fabric: Fabric, node: str) -> float:
 def _synthetic(
     i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
 ) -> list[tuple]:
-    rng = component_rng(scenario.seed, "workload", i)
+    rng = component_rng(scenario.seed, "workload", wl.name or f"#{i}")
     n = len(fabric.gpus)
     loc = ("workloads", i)
     if wl.pattern in ("bit_complement", "transpose", "shuffle") and not _is_pow2(n):
@@ -164,7 +164,7 @@ def _synthetic(
             mean = wl.message_bytes / (wl.load * injection_bytes_per_ns(fabric, src_name))
         else:
             mean = wl.interval
-        source_rng = component_rng(scenario.seed, "workload", i, "source", s)
+        source_rng = component_rng(scenario.seed, "workload", wl.name or f"#{i}", "source", s)
         times = _arrival_times(source_rng, wl.start, stop, mean, wl.arrivals == "poisson")
         count = len(times)
         if wl.pattern == "pair":
