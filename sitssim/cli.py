@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -43,7 +44,7 @@ def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
         try:
             code = fn(*args, **kwargs)
         except InputError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except typer.Exit:
             raise
@@ -53,7 +54,8 @@ def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
             ) as log:
                 traceback.print_exc(file=log)
             err_console.print(
-                f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (log: {log.name})",
+                f"[bold red]internal error:[/] {type(exc).__name__}: {escape(str(exc))} "
+                f"(log: {log.name})",
                 soft_wrap=True,
             )
             raise typer.Exit(EXIT_INTERNAL) from None

@@ -18,12 +18,14 @@ a 9-hop chain) is valid input: it runs, and its clause fails.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -37,6 +39,7 @@ from pydantic import (
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.scalarbool import ScalarBoolean
 
 from sitssim.errors import InputError
 from sitssim.units import parse_length_m, parse_rate_gts, parse_size_bytes, parse_time_ns
@@ -55,6 +58,19 @@ NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _LocatedValueError(ValueError):
+    """A validation failure that knows which field it is about.
+
+    ``loc`` is relative to the model whose validator raises it, so a nested
+    model can point at its own field and the loader prefixes where it sits.
+    """
+
+    def __init__(self, loc: tuple, message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
 
 
 # --- links -------------------------------------------------------------------
@@ -96,20 +112,25 @@ class FatTree(_Strict):
     @model_validator(mode="after")
     def _fits(self) -> FatTree:
         if self.levels == 1 and self.spines != 1:
-            raise ValueError("a one-level fat tree has a single switch; 'spines' must be 1")
+            raise _LocatedValueError(
+                ("spines",), "a one-level fat tree has a single switch; 'spines' must be 1"
+            )
         capacity = self.radix**self.levels if self.spines == 1 else None
         if capacity is not None and self.gpus > capacity:
-            raise ValueError(
+            raise _LocatedValueError(
+                ("gpus",),
                 f"{self.gpus} GPUs do not fit a {self.levels}-level tree of radix "
-                f"{self.radix} (at most radix**levels = {capacity})"
+                f"{self.radix} (at most radix**levels = {capacity})",
             )
         if self.spines > 1:
             below = self.gpus
             for _ in range(self.levels - 1):
                 below = -(-below // self.radix)
             if below > self.radix:
-                raise ValueError(
-                    f"each spine would need {below} down ports but the radix is {self.radix}"
+                raise _LocatedValueError(
+                    ("gpus",),
+                    f"{self.gpus} GPUs need {below} down ports on each spine "
+                    f"but the radix is {self.radix}",
                 )
         return self
 
@@ -134,8 +155,9 @@ class NVSwitchFabric(_Strict):
     @model_validator(mode="after")
     def _every_plane_reached(self) -> NVSwitchFabric:
         if self.links_per_gpu < self.planes:
-            raise ValueError(
-                f"{self.links_per_gpu} links per GPU cannot reach all {self.planes} planes"
+            raise _LocatedValueError(
+                ("links_per_gpu",),
+                f"{self.links_per_gpu} links per GPU cannot reach all {self.planes} planes",
             )
         return self
 
@@ -239,13 +261,24 @@ class SyntheticWorkload(_Strict):
         if (self.load is None) == (self.interval is None):
             raise ValueError("give exactly one of 'load' or 'interval'")
         if self.pattern == "pair" and (self.src is None or self.dst is None):
-            raise ValueError("pattern 'pair' needs 'src' and 'dst'")
+            raise _LocatedValueError(("pattern",), "pattern 'pair' needs 'src' and 'dst'")
         if self.pattern != "pair" and (self.src is not None or self.dst is not None):
-            raise ValueError("'src' and 'dst' belong to pattern 'pair'; use 'sources' instead")
+            raise _LocatedValueError(
+                ("src",) if self.src is not None else ("dst",),
+                "'src' and 'dst' belong to pattern 'pair'; use 'sources' instead",
+            )
         if self.pattern == "pair" and self.src == self.dst:
-            raise ValueError("'src' and 'dst' must differ")
+            raise _LocatedValueError(("dst",), "'src' and 'dst' must differ")
         if self.stop is not None and self.stop <= self.start:
-            raise ValueError("'stop' must come after 'start'")
+            raise _LocatedValueError(("stop",), "'stop' must come after 'start'")
+        if self.pattern == "pair" and self.sources is not None:
+            raise _LocatedValueError(
+                ("sources",), "'sources' does not apply to pattern 'pair'; 'src' is the source"
+            )
+        if self.pattern != "hotspot":
+            for key in ("hotspot", "hotspot_fraction"):
+                if key in self.model_fields_set:
+                    raise _LocatedValueError((key,), f"'{key}' belongs to pattern 'hotspot'")
         return self
 
 
@@ -330,6 +363,15 @@ class Scenario(_Strict):
                 raise _LocatedValueError(
                     ("workloads", i, "tenant"), f"unknown tenant {wl.tenant!r}; defined: {tenants}"
                 )
+            if wl.name is not None and any(o.name == wl.name for o in self.workloads[:i]):
+                raise _LocatedValueError(
+                    ("workloads", i, "name"), f"workload name {wl.name!r} is used twice"
+                )
+            if isinstance(wl, SyntheticWorkload) and wl.stop is None and wl.start >= self.duration:
+                raise _LocatedValueError(
+                    ("workloads", i, "start"),
+                    "'start' must come before 'duration' (or give a later 'stop')",
+                )
         if isinstance(self.switch.arbitration, list) and not self.switch.arbitration:
             raise _LocatedValueError(("switch", "arbitration"), "give at least one latency")
         return self
@@ -348,20 +390,13 @@ class Scenario(_Strict):
         )
 
 
-class _LocatedValueError(ValueError):
-    """A validation failure that knows which field it is about."""
-
-    def __init__(self, loc: tuple, message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.message = message
-
-
 # --- loading -----------------------------------------------------------------
 
+_YAML_TAG = "tag:yaml.org,2002:"
+# Timestamps are allowed because an unquoted date is YAML's reading of plain text.
 _PLAIN_TAGS = {
-    "tag:yaml.org,2002:" + name
-    for name in ("str", "int", "float", "bool", "null", "map", "seq", "omap")
+    _YAML_TAG + name
+    for name in ("str", "int", "float", "bool", "null", "map", "seq", "omap", "timestamp")
 }
 
 
@@ -379,10 +414,18 @@ def _check_tags(node: Any, path: str) -> None:
         if current is None:
             continue
         if current.tag not in _PLAIN_TAGS:
+            line = current.start_mark.line + 1
+            if current.tag == _YAML_TAG + "merge":
+                raise InputError(
+                    "YAML merge keys ('<<') are not supported: write the fields out",
+                    file=path,
+                    line=line,
+                )
+            tag = current.tag.replace(_YAML_TAG, "!!", 1)
             raise InputError(
-                f"YAML tag {current.tag!r} is not allowed: scenarios hold plain data only",
+                f"YAML tag {tag!r} is not allowed: scenarios hold plain data only",
                 file=path,
-                line=current.start_mark.line + 1,
+                line=line,
             )
         if isinstance(current.value, list):
             for item in current.value:
@@ -390,14 +433,15 @@ def _check_tags(node: Any, path: str) -> None:
 
 
 def _line_map(data: Any) -> dict[tuple, int]:
+    """Line of every key and list item, keyed like ``_plain``'s data (string keys)."""
     lines: dict[tuple, int] = {}
     stack: list[tuple[tuple, Any]] = [((), data)]
     while stack:
         prefix, node = stack.pop()
         if isinstance(node, CommentedMap):
             for key, value in node.items():
-                lines[(*prefix, key)] = node.lc.key(key)[0] + 1
-                stack.append(((*prefix, key), value))
+                lines[(*prefix, str(key))] = node.lc.key(key)[0] + 1
+                stack.append(((*prefix, str(key)), value))
         elif isinstance(node, CommentedSeq):
             for i, value in enumerate(node):
                 lines[(*prefix, i)] = node.lc.item(i)[0] + 1
@@ -406,37 +450,22 @@ def _line_map(data: Any) -> dict[tuple, int]:
 
 
 def _plain(node: Any) -> Any:
+    """Builtin types only: ruamel's scalar subclasses would leak into messages and reports."""
     if isinstance(node, dict):
         return {str(k): _plain(v) for k, v in node.items()}
     if isinstance(node, list):
         return [_plain(v) for v in node]
+    if isinstance(node, bool | ScalarBoolean):
+        return bool(node)
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    if isinstance(node, datetime.date):
+        return str(node)
     return node
-
-
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model that owns the last key of ``loc`` (for suggestions)."""
-    model: Any = Scenario
-    for part in loc[:-1]:
-        if isinstance(part, int) or model is None:
-            continue
-        if part in _KIND_MODELS:
-            model = _KIND_MODELS[part]
-            continue
-        info = model.model_fields.get(part) if hasattr(model, "model_fields") else None
-        if info is None:
-            return None
-        model = _first_model(info.annotation)
-    return model if hasattr(model, "model_fields") else None
-
-
-def _first_model(annotation: Any) -> Any:
-    stack = [annotation]
-    while stack:
-        current = stack.pop(0)
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            return current
-        stack.extend(getattr(current, "__args__", ()))
-    return None
 
 
 _KIND_MODELS: dict[str, type[BaseModel]] = {
@@ -449,35 +478,157 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
+def _unwrap(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _annotation_at(loc: tuple) -> Any:
+    """The type pydantic validated at its raw error location ``loc``, or None."""
+    current: Any = Scenario
+    for part in loc:
+        current = _unwrap(current)
+        origin = get_origin(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            info = current.model_fields.get(part) if isinstance(part, str) else None
+            if info is None:
+                return None
+            current = info.annotation
+        elif origin is list:
+            current = get_args(current)[0]
+        elif origin is dict:
+            current = get_args(current)[1]
+        elif origin in (Union, UnionType) and part in _KIND_MODELS:
+            current = _KIND_MODELS[part]
+        else:
+            return None
+    return _unwrap(current)
+
+
+def _kinds_at(loc: tuple) -> str:
+    union = _annotation_at(loc)
+    members = [m for m in get_args(union) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return ", ".join(get_args(m.model_fields["kind"].annotation)[0] for m in members)
+
+
+def _data_loc(loc: tuple, data: Any, missing: bool) -> tuple[tuple, tuple | None]:
+    """``loc`` reduced to steps that exist in the data, and where a union first branched.
+
+    Pydantic's locations include internal steps (``fat_tree``, ``function-after[...]``,
+    ``[key]``) that mean nothing to the user. A missing field is the one step kept
+    although the data lacks it. The branch point groups the errors of one smart union.
+    """
+    out: list = []
+    branch: tuple | None = None
+    node = data
+    for i, part in enumerate(loc):
+        in_map = isinstance(node, dict) and isinstance(part, str) and part in node
+        in_seq = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_map or in_seq:
+            node = node[part]
+            out.append(part)
+        elif missing and i == len(loc) - 1:
+            out.append(part)
+        elif branch is None and part not in _KIND_MODELS:
+            branch = tuple(out)
+    return tuple(out), branch
+
+
+_NAME_RULE = "a name of letters, digits, '_', '.' or '-' that starts with a letter or '_'"
+
+
+def _expected(err: dict) -> str:
+    """What pydantic's check wanted, in the scenario's terms."""
+    kind, ctx, loc = err["type"], err.get("ctx", {}), tuple(err["loc"])
+    if kind == "literal_error" and loc == ("version",):
+        return f"a schema version this sitssim reads ({SCHEMA_VERSION})"
+    bound = ctx.get("gt", ctx.get("ge", ctx.get("le", ctx.get("lt"))))
+    simple = {
+        "int_type": "a whole number",
+        "int_parsing": "a whole number",
+        "int_from_float": "a whole number",
+        "float_type": "a number",
+        "float_parsing": "a number",
+        "finite_number": "a finite number",
+        "bool_type": "true or false",
+        "bool_parsing": "true or false",
+        "string_type": "text",
+        "list_type": "a list",
+        "dict_type": "a mapping",
+        "model_type": "a mapping of fields",
+        "model_attributes_type": "a mapping of fields",
+        "literal_error": f"one of {ctx.get('expected')}",
+        "greater_than": "a positive value" if bound == 0 else f"a value greater than {bound}",
+        "greater_than_equal": "a value of 0 or more" if bound == 0 else f"at least {bound}",
+        "less_than": f"a value below {bound}",
+        "less_than_equal": f"at most {bound}",
+        "string_pattern_mismatch": _NAME_RULE,
+        "string_too_short": "a non-empty string",
+        "too_short": f"at least {ctx.get('min_length')} item(s)",
+    }
+    return simple.get(kind, err["msg"])
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
 def _message(err: dict) -> str:
-    kind = err["type"]
-    loc = err["loc"]
+    kind, loc = err["type"], tuple(err["loc"])
     if kind == "extra_forbidden":
-        model = _model_at(loc)
-        hint = ""
-        if model is not None:
-            close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            hint += f" (valid keys: {', '.join(model.model_fields)})"
-        return f"unknown key{hint}"
+        annotation = _annotation_at(loc[:-1])
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return "unknown key"
+        valid = list(annotation.model_fields)
+        close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key{hint} (valid keys: {', '.join(valid)})"
     if kind == "missing":
         return "required field is missing"
     if kind == "union_tag_invalid":
         got = err["input"].get("kind")
-        return f"unknown kind {got!r}; expected one of {err['ctx']['expected_tags']}"
+        return f"unknown kind {got!r}; expected one of: {_kinds_at(loc)}"
     if kind == "union_tag_not_found":
-        return f"a 'kind' is required ({err['ctx'].get('discriminator', 'kind')})"
-    text = err["msg"]
-    for prefix in ("Value error, ", "Assertion failed, "):
-        text = text.removeprefix(prefix)
-    got = err.get("input")
-    if kind not in ("value_error",) and not isinstance(got, dict | list):
-        text += f" (got {got!r})"
-    return text
+        return f"required field is missing; expected one of: {_kinds_at(loc)}"
+    if kind == "value_error":
+        # Our own validators (units, cross-field rules) already say what they expected.
+        return err["msg"].removeprefix("Value error, ")
+    return f"expected {_expected(err)}, got {_shown(err['input'])}"
 
 
-def _strip_union_tags(loc: tuple) -> tuple:
-    return tuple(part for part in loc if not (isinstance(part, str) and part in _KIND_MODELS))
+def _first_problem(errors: list[dict], data: Any, source: SourceInfo) -> tuple[tuple, str]:
+    """The one error to report: its data location and message.
+
+    An unknown key comes first (a misspelt key also makes its field "missing");
+    otherwise the earliest line. Of one smart union's branches, the branch that got
+    deepest into the input is the one the user meant (``[40ns, 5]`` is a list).
+    """
+    found = []
+    for order, err in enumerate(errors):
+        raw = tuple(err["loc"])
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            raw += ("kind",)
+        missing = err["type"] in ("missing", "union_tag_not_found")
+        loc, branch = _data_loc(raw, data, missing=missing)
+        located = err.get("ctx", {}).get("error")
+        if isinstance(located, _LocatedValueError):
+            loc, message = loc + located.loc, located.message
+        else:
+            message = _message(err)
+        found.append((loc, branch, message, order, err["type"] == "extra_forbidden"))
+    deepest: dict[tuple, int] = {}
+    for loc, branch, *_ in found:
+        if branch is not None:
+            deepest[branch] = max(deepest.get(branch, 0), len(loc))
+    kept = [f for f in found if f[1] is None or len(f[0]) == deepest[f[1]]]
+    never = float("inf")
+    loc, _, message, _, _ = min(kept, key=lambda f: (not f[4], source.line_of(f[0]) or never, f[3]))
+    return loc, message
 
 
 def scenario_from_data(
@@ -486,23 +637,21 @@ def scenario_from_data(
     """Validate already-parsed data; raise ``InputError`` on the first problem."""
     source = SourceInfo(path=path, sha256=sha256, lines=lines or {})
     if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a YAML {type(data).__name__}"
+        if data is None:
+            got = "nothing"
+        elif isinstance(data, list):
+            got = "a YAML list"
+        else:
+            got = f"a YAML scalar ({data!r})"
         raise InputError(
-            f"expected a mapping of scenario fields at the top level, got {kind}",
+            f"expected a mapping of scenario fields at the top level, got {got}",
             file=path,
             line=1 if data is not None else None,
         )
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        ctx_error = err.get("ctx", {}).get("error")
-        if isinstance(ctx_error, _LocatedValueError):
-            loc = ctx_error.loc
-            message = ctx_error.message
-        else:
-            loc = _strip_union_tags(tuple(err["loc"]))
-            message = _message(err)
+        loc, message = _first_problem(exc.errors(include_url=False), data, source)
         raise InputError(
             message, file=path, line=source.line_of(loc), field=_dotted(loc) or None
         ) from None
@@ -526,8 +675,6 @@ def load_scenario(path: str | Path) -> Scenario:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text (byte {exc.start})", file=name) from None
-    if not text.strip():
-        raise InputError("empty file: expected a YAML mapping of scenario fields", file=name)
     yaml = YAML(typ="rt")
     try:
         _check_tags(yaml.compose(text), name)
@@ -539,6 +686,12 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(f"not valid YAML: {problem}", file=name, line=line) from None
     except YAMLError as exc:
         raise InputError(f"not valid YAML: {exc}", file=name) from None
+    if data is None:
+        raise InputError(
+            "empty file (nothing but whitespace or comments): "
+            "expected a YAML mapping of scenario fields",
+            file=name,
+        )
     lines = _line_map(data)
     return scenario_from_data(
         _plain(data), path=name, lines=lines, sha256=hashlib.sha256(raw).hexdigest()

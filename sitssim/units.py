@@ -9,7 +9,9 @@ message that lists the accepted units.
 
 from __future__ import annotations
 
+import math
 import re
+from decimal import Decimal
 
 _NUMBER = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
 _QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/µ]+)\s*$")
@@ -35,30 +37,53 @@ RATE_UNITS_GT: dict[str, float] = {"GT/s": 1.0, "MT/s": 1e-3}
 LENGTH_UNITS_M: dict[str, float] = {"mm": 1e-3, "cm": 1e-2, "m": 1.0}
 
 
+_FAMILIES: dict[str, dict] = {
+    "time": TIME_UNITS_NS,
+    "size": SIZE_UNITS_B,
+    "signalling rate": RATE_UNITS_GT,
+    "length": LENGTH_UNITS_M,
+}
+
+
 class UnitError(ValueError):
     """A quantity that cannot be read; the message says what was expected."""
 
 
-def _parse(text: object, units: dict, what: str) -> float:
+def _family_of(unit: str) -> str | None:
+    for what, units in _FAMILIES.items():
+        if unit in units:
+            return what
+    return None
+
+
+def _parse(text: object, units: dict, what: str, example: str) -> Decimal:
+    """The exact value in the family's base unit (decimal, so '2.01KB' is 2010 bytes)."""
+    names = ", ".join(units)
     if isinstance(text, bool) or not isinstance(text, str):
-        raise UnitError(f"expected a {what} with a unit ({', '.join(units)}), got {text!r}")
+        # A bare number is the common mistake: say which units would make it meaningful.
+        raise UnitError(f"expected a {what} with a unit, e.g. {example!r} ({names}), got {text!r}")
     match = _QUANTITY.match(text)
     if match is None:
-        raise UnitError(f"expected a {what} like '10{next(iter(units))}', got {text!r}")
+        raise UnitError(f"expected a {what} like {example!r} ({names}), got {text!r}")
     number, unit = match.groups()
     if unit not in units:
-        raise UnitError(f"unknown {what} unit {unit!r} in {text!r}; use one of {', '.join(units)}")
-    return float(number) * units[unit]
+        other = _family_of(unit)
+        kind = f"{unit!r} is a {other} unit" if other else f"unknown unit {unit!r}"
+        raise UnitError(f"{kind} in {text!r}; expected a {what} in {names}")
+    value = Decimal(number) * Decimal(str(units[unit]))
+    if not math.isfinite(float(value)):
+        raise UnitError(f"expected a finite {what}, got {text!r}")
+    return value
 
 
 def parse_time_ns(text: object) -> float:
     """``'1.5us'`` -> 1500.0 (nanoseconds)."""
-    return _parse(text, TIME_UNITS_NS, "time")
+    return float(_parse(text, TIME_UNITS_NS, "time", "200ns"))
 
 
 def parse_size_bytes(text: object) -> int:
     """``'4KiB'`` -> 4096 (bytes); fractional bytes are rejected."""
-    value = _parse(text, SIZE_UNITS_B, "size")
+    value = _parse(text, SIZE_UNITS_B, "size", "4KiB")
     if value != int(value):
         raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
     return int(value)
@@ -66,12 +91,12 @@ def parse_size_bytes(text: object) -> int:
 
 def parse_rate_gts(text: object) -> float:
     """``'64GT/s'`` -> 64.0 (giga-transfers per second per lane)."""
-    return _parse(text, RATE_UNITS_GT, "signalling rate")
+    return float(_parse(text, RATE_UNITS_GT, "signalling rate", "64GT/s"))
 
 
 def parse_length_m(text: object) -> float:
     """``'30cm'`` -> 0.3 (metres)."""
-    return _parse(text, LENGTH_UNITS_M, "length")
+    return float(_parse(text, LENGTH_UNITS_M, "length", "30cm"))
 
 
 def format_time_ns(value_ns: float) -> str:

@@ -57,21 +57,26 @@ def report_json(result: RunResult) -> str:
 
 
 def check_writable(out: Path) -> None:
-    """Fail early, as bad input, if ``out`` cannot be created or replaced."""
-    parent = out.resolve().parent
-    probe = parent
+    """Fail early, as bad input, if ``out`` could not be created or replaced.
+
+    Nothing is created here: the check writes a probe into the nearest folder
+    that exists, so a run rejected later leaves no trace.
+    """
+    where = str(out)
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a directory", file=where, field="--out")
+    probe = out.resolve().parent
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
-        raise InputError(f"{probe} is not a directory", field="--out")
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} exists and is not a directory", field="--out")
+        raise InputError(f"{probe} is a file, not a directory", file=where, field="--out")
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=parent, prefix=".sitssim-probe-"):
+        with tempfile.TemporaryDirectory(dir=probe, prefix=".sitssim-probe-"):
             pass
     except OSError as exc:
-        raise InputError(f"cannot write to {parent}: {exc.strerror}", field="--out") from None
+        raise InputError(
+            f"cannot write to {probe}: {exc.strerror}", file=where, field="--out"
+        ) from None
 
 
 def write_results(result: RunResult, out: Path, wall_s: float, figures: bool = True) -> None:
