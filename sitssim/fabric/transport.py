@@ -64,9 +64,14 @@ class _Hop:
 
 
 class _Port:
-    """An output port: FIFO, one server, unbounded buffer (see the module docstring)."""
+    """An output port: FIFO, one server, unbounded buffer (see the module docstring).
 
-    __slots__ = ("busy_ns", "bytes", "free_at", "fwd_delay", "inv_bw", "messages")
+    ``outages`` are intervals in which the link cannot carry traffic (it is
+    retraining): a message is not started if its serialisation would overlap
+    one; it starts when the link is back.
+    """
+
+    __slots__ = ("busy_ns", "bytes", "free_at", "fwd_delay", "inv_bw", "messages", "outages")
 
     def __init__(self, inv_bw: float, fwd_delay: float) -> None:
         self.inv_bw = inv_bw
@@ -75,11 +80,20 @@ class _Port:
         self.bytes = 0
         self.busy_ns = 0.0
         self.messages = 0
+        self.outages: list[tuple[float, float]] = []
+
+    def add_outage(self, start_ns: float, end_ns: float) -> None:
+        self.outages.append((start_ns, end_ns))
+        self.outages.sort()
 
     def accept(self, now: float, size: int) -> float:
         """Queue a message of ``size`` bytes at ``now``; return when it reaches the next node."""
         start = self.free_at if self.free_at > now else now
         service = size * self.inv_bw
+        if self.outages:
+            for down, up in self.outages:
+                if down < start + service and start < up:
+                    start = up
         self.free_at = start + service
         self.busy_ns += service
         self.bytes += size
@@ -109,6 +123,7 @@ class Transport:
             )
         self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
         self._probe_params = probe_params
+        self._on_deliver: dict[int, Callable[[int], None]] = {}
 
         self.src: list[int] = []
         self.dst: list[int] = []
@@ -155,9 +170,20 @@ class Transport:
         return choice
 
     def inject(
-        self, src: int, dst: int, size: int, tenant: int, kind: int, workload: int, parent: int = -1
+        self,
+        src: int,
+        dst: int,
+        size: int,
+        tenant: int,
+        kind: int,
+        workload: int,
+        parent: int = -1,
+        on_deliver: Callable[[int], None] | None = None,
     ) -> int:
+        """Send a message now; ``on_deliver(msg)`` is called on its delivery (closed loops)."""
         msg = len(self.src)
+        if on_deliver is not None:
+            self._on_deliver[msg] = on_deliver
         route_id, ports = self._ports_for(src, dst)
         self.src.append(src)
         self.dst.append(dst)
@@ -215,6 +241,10 @@ class Transport:
             raise InvariantViolation(f"message {msg} delivered twice")
         self.t_deliver[msg] = self.env.now
         self._undelivered -= 1
+        if self._on_deliver:
+            notify = self._on_deliver.pop(msg, None)
+            if notify is not None:
+                notify(msg)
         if self.kind[msg] == KIND_PROBE_REQUEST:
             self._pending_completions += 1
             turnaround, completion_bytes = self._probe_params[self.workload[msg]]
@@ -237,22 +267,25 @@ class Transport:
     # --- running ---------------------------------------------------------------
 
     def run(self, progress: Callable[[float, float], None] | None = None) -> float:
-        """Run until every message is delivered; return the final simulated time (ns)."""
+        """Run until no event is left; return the final simulated time (ns)."""
         self.start()
         env = self.env
-        if progress is None:
-            env.run()
-        else:
-            horizon = max(self.injection_end_ns, 1.0)
-            step = horizon / 50
-            while self._busy():
-                env.run(until=max(env.now, env.peek()) + step)
-                progress(env.now, horizon)
+        if progress is not None:
+            self._progress = progress
+            self._progress_step = max(self.injection_end_ns, 1.0) / 50
+            env.schedule(_Hop(self._tick, 0), delay=self._progress_step)
+        env.run()
         if self._busy():
             raise InvariantViolation(
                 f"the fabric went idle with {self._undelivered} messages undelivered"
             )
         return env.now
+
+    def _tick(self, _ev: _Hop) -> None:
+        """Report progress; re-arm only while other events remain, so the run can end."""
+        self._progress(self.env.now, max(self.injection_end_ns, 1.0))
+        if self.env.peek() != math.inf:
+            self.env.schedule(_Hop(self._tick, 0), delay=self._progress_step)
 
     def _busy(self) -> bool:
         return bool(
