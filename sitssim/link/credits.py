@@ -405,7 +405,8 @@ def check_conservation(
         advertised = sender.advertisement[fc_class].of(kind)
         available = sender.available(fc_class, kind)
         buffered = receiver.buffered(fc_class, kind)
-        assert available is not None and buffered is not None
+        occupied = receiver.occupied(fc_class, kind)
+        assert available is not None and buffered is not None and occupied is not None
         returning = receiver.limit(fc_class, kind) - sender.limit(fc_class, kind)
         wire = on_wire.get(fc_class, ClassCredits(0, 0)).of(kind)
         terms = {
@@ -413,6 +414,8 @@ def check_conservation(
             "on wire": wire,
             "returning": returning,
             "buffered": buffered,
+            # The receiver never advertises space it has not freed.
+            "freed, not yet advertised": buffered - occupied,
         }
         for name, value in terms.items():
             if not 0 <= value <= advertised:

@@ -18,13 +18,14 @@ Transmitter. :meth:`ReplayTransmitter.send` numbers a payload, keeps it in the r
 under half the sequence space) and emits it. An Ack(s) acknowledges every flit up to s. A
 Nak(s) acknowledges up to s and replays every flit after it; a SelectiveNak(s) acknowledges
 up to the flit before s and replays s alone. The replay timer runs while flits are
-unacknowledged, restarts on forward progress and on each replay, and when it expires replays
-the whole buffer. REPLAY_NUM counts replays since the last forward progress (an Ack or Nak
-that retires a flit resets it); the replay that would take it past its top value rolls it
-over to 0 instead, and the core enters RECOVERY and asks the link to retrain
-(:class:`EnterRecovery`). New traffic waits; after :meth:`ReplayTransmitter.recovery_done`
-the buffer is replayed. A Nak or timer expiry with nothing left unacknowledged replays
-nothing and counts nothing.
+unacknowledged, restarts on forward progress and on each replay (when the replay starts,
+where PCIe restarts it once the first replayed flit is out: the driver's serialisation time
+apart), and when it expires replays the whole buffer. REPLAY_NUM counts replays since the
+last forward progress (an Ack or Nak that retires a flit resets it); the replay that would
+take it past its top value rolls it over to 0 instead, and the core enters RECOVERY and asks
+the link to retrain (:class:`EnterRecovery`). New traffic waits; after
+:meth:`ReplayTransmitter.recovery_done` the buffer is replayed. A Nak or timer expiry with
+nothing left unacknowledged replays nothing and counts nothing.
 
 Receiver. It accepts the flit it expects next and delivers it; a flit behind that is a
 duplicate (a replay of something already delivered), discarded and answered with an Ack so
@@ -93,9 +94,11 @@ SEQ_MODULUS: Final = 1023
 IDLE_SEQ: Final = 0
 SPEC_MAX_UNACKNOWLEDGED_FLITS: Final = 511
 SPEC_MIN_REPLAY_TIMEOUT_FLITS: Final = 1500
-SPEC_REPLAY_NUM_BITS: Final = 2
-"""REPLAY_NUM width as in the PCIe Base Specification: it rolls over from 11b to 00b on the
-4th consecutive replay."""
+SPEC_REPLAY_NUM_BITS: Final = 3
+"""REPLAY_NUM width of the SITS2026 link layer (issue 4: a 3-bit counter, so the 8th
+consecutive replay attempt asks for Recovery). Non-flit PCIe uses a 2-bit counter (11b -> 00b,
+Recovery on the 4th attempt); the profile's ``replay_num_bits`` makes either a device
+parameter."""
 
 
 def seq_add(seq: int, n: int) -> int:
@@ -396,6 +399,7 @@ class ReplayTransmitter:
         for _ in range(retired):
             self._buffer.popleft()
         self._acked_seq = seq
+        self._replay_num = 0
         if not self._buffer:
             self._deadline_ns = None
         elif self._state is TxState.ACTIVE:
