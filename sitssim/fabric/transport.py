@@ -37,6 +37,7 @@ import simpy
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
+from sitssim.link.flit_link import FlitLink
 from sitssim.workloads.synthetic import (
     KIND_PROBE_COMPLETION,
     KIND_PROBE_REQUEST,
@@ -68,10 +69,23 @@ class _Port:
 
     ``outages`` are intervals in which the link cannot carry traffic (it is
     retraining): a message is not started if its serialisation would overlap
-    one; it starts when the link is back.
+    one; it starts when the link is back. ``link`` is the channel's flit-mode
+    model when its errors are modelled: a burst that needs replays holds the
+    port longer and delivers later, and a Recovery takes the reverse direction
+    down too.
     """
 
-    __slots__ = ("busy_ns", "bytes", "free_at", "fwd_delay", "inv_bw", "messages", "outages")
+    __slots__ = (
+        "busy_ns",
+        "bytes",
+        "free_at",
+        "fwd_delay",
+        "inv_bw",
+        "link",
+        "messages",
+        "outages",
+        "reverse",
+    )
 
     def __init__(self, inv_bw: float, fwd_delay: float) -> None:
         self.inv_bw = inv_bw
@@ -81,6 +95,8 @@ class _Port:
         self.busy_ns = 0.0
         self.messages = 0
         self.outages: list[tuple[float, float]] = []
+        self.link: FlitLink | None = None
+        self.reverse: _Port | None = None
 
     def add_outage(self, start_ns: float, end_ns: float) -> None:
         self.outages.append((start_ns, end_ns))
@@ -94,11 +110,20 @@ class _Port:
             for down, up in self.outages:
                 if down < start + service and start < up:
                     start = up
+        deliver = service
+        if self.link is not None:
+            recoveries = len(self.link.recoveries)
+            extra_busy, extra_deliver = self.link.burst(size, start)
+            service += extra_busy
+            deliver += extra_deliver
+            if self.reverse is not None:
+                for down, up in self.link.recoveries[recoveries:]:
+                    self.reverse.add_outage(down, up)
         self.free_at = start + service
         self.busy_ns += service
         self.bytes += size
         self.messages += 1
-        return start + service + self.fwd_delay
+        return start + deliver + self.fwd_delay
 
 
 class Transport:
@@ -110,6 +135,7 @@ class Transport:
         nodes: list[str],
         schedule: Schedule,
         probe_params: dict[int, tuple[float, int]],
+        flit_links: list[FlitLink | None] | None = None,
     ) -> None:
         self.env = env
         self.fabric = fabric
@@ -121,6 +147,10 @@ class Transport:
             self.ports.append(
                 _Port(1.0 / ch.bytes_per_ns, ch.propagation_ns + fabric.node_latency_ns[ch.dst])
             )
+        for ch, port in zip(fabric.channels, self.ports, strict=True):
+            port.reverse = self.ports[fabric.channel_index[(ch.dst, ch.src)]]
+            if flit_links is not None:
+                port.link = flit_links[ch.id]
         self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
         self._probe_params = probe_params
         self._on_deliver: dict[int, Callable[[int], None]] = {}

@@ -1,0 +1,227 @@
+"""One channel in flit mode: bursts of flits, their errors, and the Ack/Nak replays they cost.
+
+Theory of operation
+-------------------
+A message crosses a channel as a burst of ``ceil(bytes / 236)`` flits. Whether a flit
+survives FEC and CRC is a Bernoulli trial with the post-FEC replay probability that
+``sitssim.link.flit.flit_error_rates`` derives from the pre-FEC BER. Trials are independent
+from flit to flit, so the channel keeps one geometric countdown to its next failing flit
+and a burst with no failure costs two integer operations: the transport's hot path is not
+slowed by an error-free link.
+
+A burst that does contain a failure is played, flit by flit, through the sans-I/O replay
+cores (``ReplayTransmitter`` and ``ReplayReceiver``): the corrupted flit is detected by the
+receiver, its Nak crosses the reverse direction (flight time plus DLLP processing), the
+transmitter replays from the Nak'd flit (retransmissions are trials too), the replay timer
+covers lost Naks, and a REPLAY_NUM rollover takes the link through Recovery for the
+retraining time. The cores check the online invariants as they run (sequence numbers in
+the window, no flit delivered twice, in order); a violation raises ``ReplayInvariantError``.
+The session returns how much longer the port stayed busy and how much later the last flit
+was delivered than an error-free burst, and every replay is recorded.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from itertools import count
+
+import numpy as np
+
+from sitssim.link.flit import PCIE6_FLIT
+from sitssim.link.replay import (
+    Ack,
+    Deliver,
+    EnterRecovery,
+    Flit,
+    Nak,
+    ReplayInvariantError,
+    ReplayProfile,
+    ReplayReceiver,
+    ReplayStarted,
+    ReplayTransmitter,
+    SelectiveNak,
+    Send,
+)
+
+TLP_BYTES_PER_FLIT = PCIE6_FLIT.tlp_bytes
+
+_RX_FLIT, _TX_DLLP, _WIRE, _POLL = range(4)
+
+
+@dataclass
+class ReplayLog:
+    """Rows of the ``replays`` table (one per replay, Nak or Recovery), in column lists."""
+
+    link: list[int] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    event: list[str] = field(default_factory=list)
+    t_ns: list[float] = field(default_factory=list)
+    flits: list[int] = field(default_factory=list)
+    replay_num: list[int] = field(default_factory=list)
+
+    def add(
+        self, link: int, seq: int, event: str, t_ns: float, flits: int, replay_num: int
+    ) -> None:
+        self.link.append(link)
+        self.seq.append(seq)
+        self.event.append(event)
+        self.t_ns.append(t_ns)
+        self.flits.append(flits)
+        self.replay_num.append(replay_num)
+
+
+class FlitLink:
+    """Flit-mode transmission over one channel with link-level replay."""
+
+    def __init__(
+        self,
+        channel: int,
+        flit_ns: float,
+        flight_ns: float,
+        p_replay: float,
+        rng: np.random.Generator,
+        profile: ReplayProfile,
+        dllp_ns: float,
+        recovery_ns: float,
+        log: ReplayLog,
+    ) -> None:
+        self.channel = channel
+        self.flit_ns = flit_ns
+        self.flight_ns = flight_ns
+        self.p_replay = p_replay
+        self.profile = profile
+        self.dllp_ns = dllp_ns
+        self.recovery_ns = recovery_ns
+        self.log = log
+        self._rng = rng
+        self.seq = 1
+        self.flits_sent = 0
+        self.flits_replayed = 0
+        self.recoveries: list[tuple[float, float]] = []
+        self._gap = self._draw_gap()
+
+    def _draw_gap(self) -> float:
+        """Flits up to and including the next one that fails (inf on an error-free link)."""
+        if self.p_replay <= 0.0:
+            return math.inf
+        return float(self._rng.geometric(self.p_replay))
+
+    def _trial(self) -> bool:
+        """One flit transmission: True if it fails."""
+        self._gap -= 1
+        if self._gap <= 0:
+            self._gap = self._draw_gap()
+            return True
+        return False
+
+    def burst(self, n_bytes: int, start_ns: float) -> tuple[float, float]:
+        """Send a message's flits from ``start_ns``; return (extra busy ns, extra delivery ns)."""
+        n = -(-n_bytes // TLP_BYTES_PER_FLIT) or 1
+        self.flits_sent += n
+        if self._gap > n:
+            self._gap -= n
+            self.seq = (self.seq - 1 + n) % 1023 + 1
+            return 0.0, 0.0
+        return self._session(n, start_ns)
+
+    def _session(self, n: int, t0: float) -> tuple[float, float]:
+        """Play a burst with at least one failure through the replay cores."""
+        tx = ReplayTransmitter(self.profile, first_seq=self.seq)
+        rx = ReplayReceiver(self.profile, first_seq=self.seq)
+        events: list[tuple[float, int, int, object]] = []
+        order = count()
+        outq: list[Flit] = []
+        new_left = n
+        delivered = 0
+        wire_free = t0
+        blocked_until = t0
+        last_delivery = t0
+        wire_scheduled = False
+
+        def push(t: float, kind: int, data: object = None) -> None:
+            heapq.heappush(events, (t, next(order), kind, data))
+
+        def tx_actions(actions: list, t: float) -> None:
+            nonlocal blocked_until
+            for action in actions:
+                if isinstance(action, Send):
+                    outq.append(action.flit)
+                elif isinstance(action, ReplayStarted):
+                    self.flits_replayed += action.n_flits
+                    self.log.add(
+                        self.channel,
+                        action.first_seq,
+                        action.cause.value,
+                        t,
+                        action.n_flits,
+                        action.replay_num,
+                    )
+                elif isinstance(action, EnterRecovery):
+                    self.log.add(
+                        self.channel, tx.acked_seq, "recovery", t, action.unacknowledged, 0
+                    )
+                    blocked_until = max(blocked_until, t) + self.recovery_ns
+                    self.recoveries.append((t, blocked_until))
+                    push(blocked_until, _POLL, "recovered")
+
+        def rx_actions(actions: list, t: float) -> None:
+            nonlocal delivered, last_delivery
+            for action in actions:
+                if isinstance(action, Deliver):
+                    delivered += 1
+                    last_delivery = t
+                elif isinstance(action, Ack | Nak | SelectiveNak):
+                    push(t + self.flight_ns + self.dllp_ns, _TX_DLLP, action)
+
+        polls: dict[str, float | None] = {"tx": None, "rx": None}
+        push(t0, _WIRE)
+        wire_scheduled = True
+        while events:
+            t, _, kind, data = heapq.heappop(events)
+            if kind == _WIRE:
+                wire_scheduled = False
+                if t < blocked_until:
+                    push(blocked_until, _WIRE)
+                    wire_scheduled = True
+                    continue
+                if not outq and new_left and tx.can_send:
+                    tx_actions(tx.send(None, t), t)
+                    new_left -= 1
+                if outq:
+                    flit = outq.pop(0)
+                    push(
+                        t + self.flit_ns + self.flight_ns, _RX_FLIT, None if self._trial() else flit
+                    )
+                    wire_free = t + self.flit_ns
+                    push(wire_free, _WIRE)
+                    wire_scheduled = True
+            elif kind == _RX_FLIT:
+                rx_actions(rx.on_corrupt_flit(t) if data is None else rx.on_flit(data, t), t)
+            elif kind == _TX_DLLP:
+                tx_actions(tx.on_dllp(data, t), t)
+            elif data == "recovered":
+                tx_actions(tx.recovery_done(t), t)
+            elif data == "tx":
+                tx_actions(tx.poll(t), t)
+            else:
+                rx_actions(rx.poll(t), t)
+            if delivered == n and tx.unacknowledged == 0 and not outq:
+                break
+            # Timers are events too: a burst whose every Nak was lost ends by the replay timer.
+            for name, deadline in (("tx", tx.timer_deadline_ns), ("rx", rx.ack_deadline_ns)):
+                if deadline is not None and deadline != polls[name]:
+                    polls[name] = deadline
+                    push(max(deadline, t), _POLL, name)
+            if not wire_scheduled and (outq or (new_left and tx.can_send)):
+                push(max(t, wire_free, blocked_until), _WIRE)
+                wire_scheduled = True
+        if delivered != n:
+            raise ReplayInvariantError(
+                f"channel {self.channel}: {delivered} of {n} flits delivered after replay"
+            )
+        self.seq = tx.next_seq
+        busy_extra = wire_free - (t0 + n * self.flit_ns)
+        deliver_extra = last_delivery - (t0 + n * self.flit_ns + self.flight_ns)
+        return max(0.0, busy_extra), max(0.0, deliver_extra)

@@ -1,0 +1,42 @@
+"""Scenario model for flit mode and link-level replay: the ``link_layer.flit`` block.
+
+Kept free of ``sitssim.scenario`` imports, because the scenario module imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from sitssim.link.replay import (
+    SPEC_MAX_UNACKNOWLEDGED_FLITS,
+    SPEC_MIN_REPLAY_TIMEOUT_FLITS,
+    SPEC_REPLAY_NUM_BITS,
+)
+from sitssim.units import parse_time_ns
+
+_Time = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
+
+
+class FlitProfile(BaseModel):
+    """Flit mode on ``flit256`` links: errors from the pre-FEC BER, Ack/Nak replay.
+
+    ``pre_fec_ber`` sets every flit-mode link's pre-FEC error-event rate; left out, links
+    are error-free. ``burst_propagation`` is the chance that a PAM4 symbol error drags the
+    next symbol with it (decision-feedback error propagation), which is what lets errors
+    defeat the per-byte FEC.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pre_fec_ber: Annotated[float, Field(ge=0, le=1)] | None = None
+    burst_propagation: Annotated[float, Field(ge=0, lt=1)] = 0.5
+    replay_timeout_flits: Annotated[int, Field(gt=0, strict=True)] = SPEC_MIN_REPLAY_TIMEOUT_FLITS
+    max_unacknowledged_flits: Annotated[
+        int, Field(ge=1, le=SPEC_MAX_UNACKNOWLEDGED_FLITS, strict=True)
+    ] = SPEC_MAX_UNACKNOWLEDGED_FLITS
+    replay_num_bits: Annotated[int, Field(ge=1, le=8, strict=True)] = SPEC_REPLAY_NUM_BITS
+    nak_policy: Literal["standard", "selective"] = "standard"
+    dllp_processing: _Time = 10.0
+    recovery: _Time = 5000.0

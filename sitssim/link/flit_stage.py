@@ -1,0 +1,90 @@
+"""The flit-mode stage of a run: a ``FlitLink`` per erroneous channel, and its tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from sitssim.fabric.topology import Fabric
+from sitssim.link.flit import BurstModel, flit_error_rates, flit_time_ns
+from sitssim.link.flit_link import FlitLink, ReplayLog
+from sitssim.link.replay import NakPolicy, ReplayProfile
+from sitssim.scenario import Scenario
+from sitssim.workloads.synthetic import component_rng
+
+
+@dataclass
+class FlitStage:
+    links: list[FlitLink | None]
+    fabric: Fabric
+    log: ReplayLog = field(default_factory=ReplayLog)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        log = self.log
+        names = [c.name for c in self.fabric.channels]
+        return {
+            "replays": pd.DataFrame(
+                {
+                    "replay_id": range(len(log.t_ns)),
+                    "link_id": log.link,
+                    "link": [names[i] for i in log.link],
+                    "seq": log.seq,
+                    "event": log.event,
+                    "t_ns": log.t_ns,
+                    "flits": log.flits,
+                    "replay_num": log.replay_num,
+                }
+            )
+        }
+
+    def metrics(self) -> dict[str, object]:
+        modelled = [fl for fl in self.links if fl is not None]
+        sent = sum(fl.flits_sent for fl in modelled)
+        replayed = sum(fl.flits_replayed for fl in modelled)
+        return {
+            "links_with_errors": len(modelled) // 2 if modelled else 0,
+            "flits_sent": sent,
+            "flits_replayed": replayed,
+            "replay_fraction": replayed / sent if sent else 0.0,
+            "replays": len(self.log.t_ns),
+            "recoveries": sum(len(fl.recoveries) for fl in modelled),
+            "p_replay_per_flit": max((fl.p_replay for fl in modelled), default=0.0),
+        }
+
+
+def build_flit_stage(scenario: Scenario, fabric: Fabric) -> FlitStage:
+    """Flit-mode models for the ``flit256`` channels whose pre-FEC BER is above zero."""
+    profile = scenario.link_layer.flit
+    log = ReplayLog()
+    links: list[FlitLink | None] = [None] * len(fabric.channels)
+    ber = profile.pre_fec_ber or 0.0
+    if ber > 0:
+        for ch in fabric.channels:
+            if ch.encoding != "flit256":
+                continue
+            burst = BurstModel(p_propagate=profile.burst_propagation, lanes=ch.lanes)
+            p_replay = float(flit_error_rates(ber, burst).p_replay)
+            flit_ns = flit_time_ns(lanes=ch.lanes * ch.links, gt_per_s=ch.rate_gts)
+            replay = ReplayProfile(
+                max_unacknowledged_flits=profile.max_unacknowledged_flits,
+                replay_timeout_flits=profile.replay_timeout_flits,
+                flit_time_ns=flit_ns,
+                replay_num_bits=profile.replay_num_bits,
+                nak_policy=NakPolicy.STANDARD
+                if profile.nak_policy == "standard"
+                else NakPolicy.SELECTIVE,
+                selective_hold_flits=0 if profile.nak_policy == "standard" else 8,
+            )
+            links[ch.id] = FlitLink(
+                channel=ch.id,
+                flit_ns=flit_ns,
+                flight_ns=ch.propagation_ns,
+                p_replay=p_replay,
+                rng=component_rng(scenario.seed, "flit", ch.name),
+                profile=replay,
+                dllp_ns=profile.dllp_processing,
+                recovery_ns=profile.recovery,
+                log=log,
+            )
+    return FlitStage(links=links, fabric=fabric, log=log)
