@@ -1,9 +1,12 @@
-"""PRBS31 generation throughput: the vectorised generator against a plain Python LFSR.
+"""PHY benchmarks: PRBS31 generation, and link training of whole fabrics.
 
-Run as ``python benchmarks/bench_phy.py``. Both generators are timed in the same run on
-the same machine, so the ratio is meaningful even where absolute numbers are not.
-Each figure is the best of several repeats (least disturbed by other load). Not a test:
-nothing here asserts on time.
+Run as ``python benchmarks/bench_phy.py``. PRBS31: the vectorised generator against a
+plain Python LFSR, timed in the same run on the same machine, so the ratio is
+meaningful even where absolute numbers are not. Training: every link of the shipped
+8-GPU fat tree from reset to L0 (signal-level EQ, CDR and PRBS checks included, the
+cache of shared computations emptied first); ``--star-links N`` also trains N links
+of one switch. Each figure is the best of several repeats (least disturbed by other
+load). Not a test: nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -18,10 +21,16 @@ import numpy as np
 
 # Measure the checkout this script sits in, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sitssim.fabric.topology import build_fabric
+from sitssim.phy.links import PhyLink, phy_links
 from sitssim.phy.prbs import prbs31
+from sitssim.phy.training import group_physics, train_links
+from sitssim.scenario import Scenario, load_scenario, scenario_from_data
 
 TARGET_GBITPS = 1.0
 TARGET_RATIO = 100.0
+TARGET_TRAIN_S = 2.0
+FAT_TREE = Path(__file__).resolve().parents[1] / "scenarios" / "fat_tree_8gpu.yaml"
 
 
 def plain_lfsr_prbs31(n_bits: int) -> bytearray:
@@ -44,11 +53,40 @@ def best_seconds(run: Callable[[], object], repeats: int) -> float:
     return best
 
 
+def star(links: int) -> Scenario:
+    """``links`` GPUs on one switch: a fabric of that many links on one channel profile."""
+    nodes = [{"id": "s0", "kind": "switch"}] + [
+        {"id": f"g{i}", "kind": "gpu"} for i in range(links)
+    ]
+    edges = [{"a": f"g{i}", "b": "s0"} for i in range(links)]
+    return scenario_from_data(
+        {
+            "name": "star",
+            "duration": "1us",
+            "topology": {"kind": "graph", "nodes": nodes, "edges": edges},
+        }
+    )
+
+
+def time_training(scenario: Scenario, repeats: int) -> tuple[float, int, float]:
+    """(best wall seconds, links, slowest L0 entry in µs) for a cold reset of every link."""
+    links: list[PhyLink] = phy_links(scenario, build_fabric(scenario))
+
+    def run() -> float:
+        group_physics.cache_clear()
+        traces = train_links(links, scenario.seed, lambda link, _t: link.channel)
+        return max(t.first_l0_ns for t in traces) / 1e3
+
+    slowest = run()
+    return best_seconds(run, repeats), len(links), slowest
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vector-bits", type=int, default=1 << 27)
     parser.add_argument("--plain-bits", type=int, default=1 << 20)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--star-links", type=int, default=0, help="also train N links")
     args = parser.parse_args()
 
     check = min(args.vector_bits, args.plain_bits)
@@ -69,6 +107,19 @@ def main() -> None:
         f"[{'met' if vector_gbps >= TARGET_GBITPS else 'MISSED'}], "
         f">= {TARGET_RATIO:g}x [{'met' if ratio >= TARGET_RATIO else 'MISSED'}]"
     )
+
+    train_s, n_links, slowest_us = time_training(load_scenario(FAT_TREE), args.repeats)
+    print(
+        f"training fat_tree_8gpu: {train_s:8.3f} s wall for {n_links} links "
+        f"(last in L0 at {slowest_us:.1f} µs simulated); target < {TARGET_TRAIN_S:g} s "
+        f"[{'met' if train_s < TARGET_TRAIN_S else 'MISSED'}]"
+    )
+    if args.star_links:
+        big_s, n_big, big_us = time_training(star(args.star_links), 1)
+        print(
+            f"training a {n_big}-link star: {big_s:8.3f} s wall "
+            f"(last in L0 at {big_us:.1f} µs simulated)"
+        )
 
 
 if __name__ == "__main__":

@@ -148,6 +148,11 @@ def _headline(metrics: dict) -> Table:
         ("oracle latency violations", f"{metrics['oracle_latency_violations']}"),
         ("simulated time (µs)", _fmt(metrics["simulated_ns"] / 1e3)),
     ]
+    for name, wl in metrics.get("inference", {}).items():
+        ttft, tpot = (wl[k]["p50"] for k in ("ttft_ns", "tpot_ns"))
+        us = [None if v is None else v / 1e3 for v in (ttft, tpot)]
+        rows.append((f"{name}: TTFT / TPOT p50 (µs)", f"{_fmt(us[0])} / {_fmt(us[1])}"))
+        rows.append((f"{name}: fabric share of decode", _fmt(wl["fabric_share_of_decode"])))
     for row in rows:
         table.add_row(*row)
     return table
@@ -201,12 +206,20 @@ def run(
 @_guarded
 def validate(scenario: ScenarioArg) -> int:
     """Check SCENARIO's schema, topology and references without simulating."""
+    from sitssim.fabric.clock_sync import check_clock_references
     from sitssim.fabric.topology import build_fabric
+    from sitssim.phy.links import check_phy_references
     from sitssim.scenario import load_scenario
+    from sitssim.workloads.collectives import check_collective_workloads
+    from sitssim.workloads.inference import check_inference_workloads
     from sitssim.workloads.synthetic import build_schedule
 
     loaded = load_scenario(scenario)
     fabric = build_fabric(loaded)
+    check_collective_workloads(loaded, fabric)
+    check_inference_workloads(loaded, fabric)
+    check_clock_references(loaded, fabric)
+    check_phy_references(loaded, fabric)
     build_schedule(loaded, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
     console.print(
         f"{scenario}: valid ({fabric.kind}, {len(fabric.gpus)} GPUs, "
@@ -229,6 +242,104 @@ def clauses() -> int:
     for c in CLAUSES.values():
         table.add_row(c.id, c.layer, c.section, "yes" if c.id in JUDGES else "no", c.text)
     console.print(table)
+    return EXIT_OK
+
+
+diag_app = typer.Typer(no_args_is_help=True, help="Diagnostics that exercise one mechanism.")
+app.add_typer(diag_app, name="diag")
+
+
+@diag_app.command("reset")
+@_guarded
+def diag_reset(
+    scenario: ScenarioArg,
+    latency_threshold: Annotated[
+        str, typer.Option("--latency-threshold", help="reset-to-L0 budget per link")
+    ] = "200us",
+    links: Annotated[
+        str, typer.Option("--links", help="'all' or link names, e.g. gpu0-sw1.0,rc0-sw2.0")
+    ] = "all",
+) -> int:
+    """Reset the chosen links of SCENARIO and report each one's time to L0 (exit 1 if late)."""
+    from sitssim.phy.diag import parse_threshold, reset_links
+    from sitssim.scenario import load_scenario
+
+    threshold_ns = parse_threshold(latency_threshold)
+    rows = reset_links(load_scenario(scenario), threshold_ns, links)
+    table = Table(title=f"Reset to L0 (budget {latency_threshold})", title_justify="left")
+    for column in ("link", "L0 entry (µs)", "EQ iterations", "presets tried", "result"):
+        table.add_column(column, justify="left" if column in ("link", "result") else "right")
+    for r in rows:
+        table.add_row(
+            r.link,
+            f"{r.l0_us:.2f}" if r.l0_us != float("inf") else "never",
+            str(r.eq_iterations),
+            str(r.presets_tried),
+            "[green]pass[/]" if r.passed else "[bold red]FAIL[/]",
+        )
+    console.print(table)
+    failed = [r for r in rows if not r.passed]
+    console.print(f"{len(rows) - len(failed)} of {len(rows)} links reached L0 within budget")
+    return EXIT_CLAUSE_FAILED if failed else EXIT_OK
+
+
+study_app = typer.Typer(no_args_is_help=True, help="What-if studies over one scenario.")
+app.add_typer(study_app, name="study")
+
+
+@study_app.command("ber-latency")
+@_guarded
+def study_ber_latency(
+    scenario: ScenarioArg,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="output folder [default: out/<name>-ber]")
+    ] = None,
+    ber: Annotated[
+        str, typer.Option("--ber", help="comma-separated pre-FEC BERs")
+    ] = "1e-8,1e-7,1e-6,1e-5,1e-4",
+    min_replays: Annotated[
+        int, typer.Option("--min-replays", min=1, help="replays a point must expect")
+    ] = 100,
+    max_duration: Annotated[
+        str | None, typer.Option("--max-duration", help="longest run per point [16 x duration]")
+    ] = None,
+) -> int:
+    """Latency percentiles (with confidence intervals) against every flit link's pre-FEC BER."""
+    from sitssim.results.report import check_writable
+    from sitssim.scenario import load_scenario
+    from sitssim.studies.ber_latency import ber_latency_sweep, plot_sweep
+    from sitssim.units import UnitError, parse_time_ns
+
+    try:
+        bers = tuple(float(b) for b in ber.split(","))
+        cap = parse_time_ns(max_duration) if max_duration is not None else None
+    except (ValueError, UnitError) as exc:
+        raise InputError(f"expected BERs like 1e-6,1e-5 and a time like 2ms: {exc}",
+                         field="--ber/--max-duration") from None
+    if not all(0 < b <= 1 for b in bers):
+        raise InputError("every BER must lie in (0, 1]", field="--ber")
+    loaded = load_scenario(scenario)
+    target = out if out is not None else Path("out") / f"{loaded.name}-ber"
+    check_writable(target)
+    table = ber_latency_sweep(loaded, bers, min_replays=min_replays, max_duration_ns=cap)
+    target.mkdir(parents=True, exist_ok=True)
+    table.to_csv(target / "ber_latency.csv", index=False)
+    plot_sweep(table, target / "ber_latency.png", f"{loaded.name}: latency vs pre-FEC BER")
+    view = Table(title="Data-message latency vs pre-FEC BER (ns, 95 % CI)", title_justify="left")
+    for column in ("BER", "run (µs)", "replays exp/seen", "p50", "p99", "p99.9", "note"):
+        view.add_column(column, justify="right")
+    for row in table.itertuples():
+        view.add_row(
+            f"{row.pre_fec_ber:.0e}",
+            f"{row.duration_ns / 1e3:.0f}",
+            f"{row.expected_replays:.3g} / {row.replays}",
+            f"{row.p50:.0f}",
+            f"{row.p99:.0f} [{row.p99_low:.0f}, {row.p99_high:.0f}]",
+            f"{row.p999:.0f} [{row.p999_low:.0f}, {row.p999_high:.0f}]",
+            row.status,
+        )
+    console.print(view)
+    console.print(f"results: {target}/ber_latency.csv, ber_latency.png")
     return EXIT_OK
 
 

@@ -42,7 +42,29 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.scalarbool import ScalarBoolean
 
 from sitssim.errors import InputError
+from sitssim.fabric.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
+from sitssim.link.cdc_profile import SynchronizerFlopsFault
+from sitssim.link.profile import LinkLayer
+from sitssim.phy.profile import (
+    PHY_FAULT_KINDS,
+    ChannelBlock,
+    ChannelDrift,
+    PhyProfile,
+    RetrainAfterWindows,
+    RetrainThreshold,
+    SkipEqPhase3,
+    TrainingPrbs,
+    TrainingSymbols,
+)
 from sitssim.units import parse_length_m, parse_rate_gts, parse_size_bytes, parse_time_ns
+from sitssim.workloads.collectives import CollectiveWorkload
+from sitssim.workloads.inference_config import (
+    InferenceWorkload,
+    PacingIgnoresHintFault,
+    RenumberTokensFault,
+    SyntheticRequests,
+    TraceRequests,
+)
 
 SCHEMA_VERSION = 1
 
@@ -87,6 +109,7 @@ class LinkProfile(_Strict):
     modulation: Literal["pam4", "nrz"] = "pam4"
     propagation: NonNegDuration | None = None
     length: NonNegLength | None = None
+    channel: ChannelBlock = Field(default_factory=ChannelBlock)
 
     @model_validator(mode="after")
     def _one_flight_time(self) -> LinkProfile:
@@ -298,7 +321,26 @@ class ProbeWorkload(_Strict):
 
 
 Workload = Annotated[
-    Union[SyntheticWorkload, ProbeWorkload],  # noqa: UP007
+    Union[SyntheticWorkload, ProbeWorkload, CollectiveWorkload, InferenceWorkload],  # noqa: UP007
+    Field(discriminator="kind"),
+]
+
+
+# --- faults: one device deviating from the spec the way buggy silicon would --
+
+Fault = Annotated[
+    Union[  # noqa: UP007
+        ClockStepBack,
+        OrderedSetWithoutStamp,
+        RenumberTokensFault,
+        PacingIgnoresHintFault,
+        SkipEqPhase3,
+        RetrainAfterWindows,
+        RetrainThreshold,
+        TrainingPrbs,
+        TrainingSymbols,
+        SynchronizerFlopsFault,
+    ],
     Field(discriminator="kind"),
 ]
 
@@ -336,6 +378,11 @@ class Scenario(_Strict):
     root_complex: RootComplexParams = Field(default_factory=RootComplexParams)
     tenants: list[Tenant] = Field(default_factory=lambda: [Tenant(name="default")], min_length=1)
     workloads: list[Workload] = Field(default_factory=list)
+    clocks: ClockConfig = Field(default_factory=ClockConfig.disabled)
+    faults: list[Fault] = Field(default_factory=list)
+    phy: PhyProfile = Field(default_factory=PhyProfile)
+    drift: list[ChannelDrift] = Field(default_factory=list)
+    link_layer: LinkLayer = Field(default_factory=LinkLayer)
 
     _source: SourceInfo | None = PrivateAttr(default=None)
 
@@ -475,6 +522,16 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
     "graph": GraphTopology,
     "synthetic": SyntheticWorkload,
     "probes": ProbeWorkload,
+    "clock_step_back": ClockStepBack,
+    "ordered_set_without_stamp": OrderedSetWithoutStamp,
+    "collective": CollectiveWorkload,
+    "inference": InferenceWorkload,
+    "generator": SyntheticRequests,
+    "trace": TraceRequests,
+    "renumber_tokens": RenumberTokensFault,
+    "pacing_ignores_hint": PacingIgnoresHintFault,
+    **PHY_FAULT_KINDS,
+    "synchronizer_flops": SynchronizerFlopsFault,
 }
 
 

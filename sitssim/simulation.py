@@ -10,13 +10,31 @@ import pandas as pd
 import simpy
 
 import sitssim.spec.catalogue
-import sitssim.spec.fabric_clauses  # noqa: F401  (registers the L3 judges)
+import sitssim.spec.clock_clauses  # (registers the clock and skew judges)
+import sitssim.spec.fabric_clauses  # (registers the L3 judges)
+import sitssim.spec.link_clauses  # (registers the L2 CDC judges)
+import sitssim.spec.phy_clauses  # (registers the L1 judges)
+import sitssim.spec.token_clauses  # noqa: F401  (registers the L5 token judges)
+from sitssim.fabric.clock_sync import CLOCK_KIND_NAMES, attach_clocks
 from sitssim.fabric.oracles import ThroughputBound, throughput_bound, zero_load_latency_ns
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
+from sitssim.link.cdc_stage import cdc_tables
+from sitssim.link.flit_stage import build_flit_stage
+from sitssim.phy.stage import run_phy
 from sitssim.scenario import ProbeWorkload, Scenario
 from sitssim.spec.registry import RunContext, Verdict, judge_all
+from sitssim.workloads.collectives import (
+    collective_metrics,
+    collectives_table,
+    start_collective_workloads,
+)
+from sitssim.workloads.inference import (
+    inference_metrics,
+    inference_tables,
+    start_inference_workloads,
+)
 from sitssim.workloads.synthetic import (
     KIND_DATA,
     KIND_NAMES,
@@ -61,7 +79,8 @@ def _messages_table(
         {
             "msg_id": np.arange(len(size), dtype=np.int64),
             "kind": pd.Categorical.from_codes(
-                np.asarray(transport.kind, dtype=np.int64), categories=list(KIND_NAMES)
+                np.asarray(transport.kind, dtype=np.int64),
+                categories=[*KIND_NAMES, *CLOCK_KIND_NAMES],
             ),
             "workload": np.asarray(transport.workload, dtype=np.int64),
             "src": pd.Categorical.from_codes(
@@ -205,6 +224,8 @@ def simulate(
         scenario = scenario.model_copy(update={"seed": seed})
         scenario._source = source
     fabric = build_fabric(scenario)
+    phy = run_phy(scenario, fabric)
+    cdc = cdc_tables(scenario, fabric)
     nodes = sorted(fabric.graph)
     node_id = {n: i for i, n in enumerate(nodes)}
     schedule = build_schedule(scenario, fabric, node_id)
@@ -214,26 +235,50 @@ def simulate(
         if isinstance(wl, ProbeWorkload)
     }
     router = Router(fabric)
-    transport = Transport(simpy.Environment(), fabric, router, nodes, schedule, probe_params)
+    flit = build_flit_stage(scenario, fabric)
+    transport = Transport(
+        simpy.Environment(), fabric, router, nodes, schedule, probe_params, flit.links
+    )
+    phy.apply_outages(transport)
+    collective_runs = start_collective_workloads(scenario, fabric, transport)
+    clock_stage = attach_clocks(scenario, fabric, transport)
+    inference = start_inference_workloads(scenario, fabric, transport)
     transport.run(progress)
     delivered = np.asarray(transport.t_deliver, dtype=float)
     simulated_ns = float(max(scenario.duration, delivered.max() if len(delivered) else 0.0))
+    simulated_ns = max([simulated_ns, *(d.end_ns for d in inference)])
 
     tables: dict[str, pd.DataFrame] = {}
     tables["messages"] = _messages_table(transport, router, fabric, scenario)
     tables["probes"] = _probes_table(tables["messages"])
     tables["links"] = _links_table(transport, fabric, simulated_ns)
     tables["nodes"] = _nodes_table(fabric)
+    tables.update(phy.tables())
+    tables.update(cdc)
+    tables.update(flit.tables())
+    if clock_stage is not None:
+        tables.update(clock_stage.tables(simulated_ns))
+    if collective_runs:
+        tables["collectives"] = collectives_table(collective_runs)
+    if inference:
+        tables.update(inference_tables(inference))
     bound = throughput_bound(fabric, router.routes, tables["messages"], scenario.duration)
     ctx = RunContext(scenario=scenario, fabric=fabric, tables=tables)
     verdicts = judge_all(ctx)
+    metrics = _metrics(tables, bound, scenario, simulated_ns)
+    metrics["phy"] = phy.metrics()
+    metrics["link_layer"] = flit.metrics()
+    if "collectives" in tables:
+        metrics["collectives"] = collective_metrics(tables["collectives"])
+    if inference:
+        metrics["inference"] = inference_metrics(inference, tables)
     return RunResult(
         scenario=scenario,
         seed=scenario.seed,
         fabric=fabric,
         tables=tables,
         verdicts=verdicts,
-        metrics=_metrics(tables, bound, scenario, simulated_ns),
+        metrics=metrics,
         simulated_ns=simulated_ns,
         throughput=bound,
     )

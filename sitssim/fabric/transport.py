@@ -184,6 +184,7 @@ class Transport:
         self._undelivered = 0
         self._pending_completions = 0
         self.injection_end_ns = self._sched_t[-1] if self._sched_t else 0.0
+        self._horizon_ns = 0.0
 
     # --- injection -------------------------------------------------------------
 
@@ -296,13 +297,17 @@ class Transport:
 
     # --- running ---------------------------------------------------------------
 
+    def expect_activity_until(self, t_ns: float) -> None:
+        """A closed-loop workload's estimate of its end, so progress has a scale."""
+        self._horizon_ns = max(self._horizon_ns, t_ns)
+
     def run(self, progress: Callable[[float, float], None] | None = None) -> float:
         """Run until no event is left; return the final simulated time (ns)."""
         self.start()
         env = self.env
         if progress is not None:
             self._progress = progress
-            self._progress_step = max(self.injection_end_ns, 1.0) / 50
+            self._progress_step = max(self.injection_end_ns, self._horizon_ns, 1.0) / 50
             env.schedule(_Hop(self._tick, 0), delay=self._progress_step)
         env.run()
         if self._busy():
@@ -313,7 +318,7 @@ class Transport:
 
     def _tick(self, _ev: _Hop) -> None:
         """Report progress; re-arm only while other events remain, so the run can end."""
-        self._progress(self.env.now, max(self.injection_end_ns, 1.0))
+        self._progress(self.env.now, max(self.injection_end_ns, self._horizon_ns, 1.0))
         if self.env.peek() != math.inf:
             self.env.schedule(_Hop(self._tick, 0), delay=self._progress_step)
 

@@ -55,8 +55,11 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-PAM4_LEVELS = np.array([-3.0, -1.0, 1.0, 3.0])
-PAM4_SYMBOL_POWER = 5.0
+from sitssim.phy.pam4 import LEVELS
+
+PAM4_LEVELS = LEVELS.astype(np.float64)
+PAM4_LEVELS.setflags(write=False)
+PAM4_SYMBOL_POWER = float(np.mean(PAM4_LEVELS**2))
 OVERSAMPLE = 32
 SPAN_UI = 512
 

@@ -90,6 +90,7 @@ from sitssim.phy.channel import (
     noise_rms,
     pulse_response,
 )
+from sitssim.phy.pam4 import gray_decode, slice_symbols
 
 # name: (nominal pre-shoot dB, nominal de-emphasis dB, c-1, c+1); c0 = 1 - |c-1| - |c+1|.
 _PRESET_ROWS: tuple[tuple[str, float, float, float, float], ...] = (
@@ -153,15 +154,14 @@ def preset_db(coefficients: npt.ArrayLike) -> tuple[float, float]:
     )
 
 
-# Gray code of each level index (-3, -1, +1, +3) and the bit distance between levels.
-_GRAY = np.array([0b00, 0b01, 0b11, 0b10])
-_BIT_DISTANCE = np.array([[bin(a ^ b).count("1") for b in _GRAY] for a in _GRAY])
+# Bit distance between level indices under pam4's Gray mapping.
+_BITS_OF_LEVEL = gray_decode(np.arange(4)).reshape(4, 2)
+_BIT_DISTANCE = (_BITS_OF_LEVEL[:, None, :] != _BITS_OF_LEVEL[None, :, :]).sum(axis=2)
 
 
 def slice_pam4(samples: npt.ArrayLike) -> FloatArray:
-    """Nearest PAM4 level (thresholds -2, 0, +2)."""
-    z = np.asarray(samples, dtype=float)
-    return np.clip(2.0 * np.floor(z / 2.0) + 1.0, -3.0, 3.0)
+    """Nearest PAM4 level (thresholds -2, 0, +2; a sample on a threshold goes up)."""
+    return PAM4_LEVELS[slice_symbols(samples)]
 
 
 def _level_index(levels: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -414,28 +414,44 @@ class _AdaptiveReceiver:
             # AGC: scale the received power to the symbol power before LMS starts.
             self.weights[:, self.eq.ffe_post] = np.sqrt(PAM4_SYMBOL_POWER / np.mean(y**2, axis=1))
             self._started = True
-        regressor = np.concatenate(
-            [
-                sliding_window_view(y, self.n_ffe, axis=1),
-                sliding_window_view(past, self.eq.n_dfe, axis=1)[..., ::-1],
-            ],
-            axis=2,
-        )
-        if adapt is None:
-            return np.matmul(regressor, self.weights[:, :, None])[..., 0]
+        # The regressor [received window, past symbols] is never built: the FFE and DFE
+        # parts are strided views, so each sub-block reads only what it needs.
+        parts_views = [(sliding_window_view(y, self.n_ffe, axis=1), self.weights[:, : self.n_ffe])]
+        if self.eq.n_dfe:
+            parts_views.append(
+                (
+                    sliding_window_view(past, self.eq.n_dfe, axis=1)[..., ::-1],
+                    self.weights[:, self.n_ffe :],
+                )
+            )
+
+        def output(lo: int, hi: int) -> FloatArray:
+            return sum(np.matmul(u[:, lo:hi], w[:, :, None])[..., 0] for u, w in parts_views)
+
         batch, n = sent.shape
+        if adapt is None:
+            return output(0, n)
         parts = self.eq.updates_per_block
         step = n // parts
-        energy = np.einsum("bsi,bsi->bs", regressor, regressor).reshape(batch, parts, step)
-        gain = self.eq.mu * adapt[:, None] / energy.sum(axis=2)
+        energy = _window_energy(y, self.n_ffe) + (
+            _window_energy(past, self.eq.n_dfe) if self.eq.n_dfe else 0.0
+        )
+        gain = self.eq.mu * adapt[:, None] / energy.reshape(batch, parts, step).sum(axis=2)
         out = np.empty_like(sent)
         for k in range(parts):
-            u = regressor[:, k * step : (k + 1) * step]
-            z = np.matmul(u, self.weights[:, :, None])[..., 0]
-            out[:, k * step : (k + 1) * step] = z
-            e = sent[:, k * step : (k + 1) * step] - z
-            self.weights += gain[:, k, None] * np.matmul(e[:, None, :], u)[:, 0]
+            lo, hi = k * step, (k + 1) * step
+            z = output(lo, hi)
+            out[:, lo:hi] = z
+            e = (sent[:, lo:hi] - z)[:, None, :]
+            for u, w in parts_views:
+                w += gain[:, k, None] * np.matmul(e, u[:, lo:hi])[:, 0]
         return out
+
+
+def _window_energy(x: FloatArray, width: int) -> FloatArray:
+    """Sum of squares over each ``width``-sample window along the last axis."""
+    csum = np.cumsum(np.concatenate([np.zeros((*x.shape[:-1], 1)), x**2], axis=-1), axis=-1)
+    return csum[..., width:] - csum[..., :-width]
 
 
 @dataclass(frozen=True)
@@ -500,9 +516,12 @@ class _Session:
             sents.append(sent)
         return np.concatenate(outs, axis=1), np.concatenate(sents, axis=1)
 
+    def final_blocks(self) -> tuple[FloatArray, FloatArray]:
+        """``final_eval_blocks`` blocks with frozen weights: (equalised output, sent levels)."""
+        return self.blocks(self.eq.final_eval_blocks, None)
+
     def final_ber(self) -> BerEstimate:
-        z, d = self.blocks(self.eq.final_eval_blocks, None)
-        return estimate_ber(z, d, self.eq.min_errors)
+        return estimate_ber(*self.final_blocks(), self.eq.min_errors)
 
     def train(self) -> LmsTraining:
         eq = self.eq
@@ -713,6 +732,22 @@ class EqRecord:
         return sum(len(p.presets_tried) for p in self.phases)
 
 
+@dataclass(frozen=True)
+class Level3Outcome:
+    """Level-3 EQ of a batch of links plus what the receivers saw after it.
+
+    ``final_output`` / ``final_sent`` (shape ``(2 * n_links, final_eval_blocks *
+    block_symbols)``, direction 0 of every link first, then direction 1) are the
+    equalised samples and sent levels of the final evaluation blocks, sent after
+    phase 3 with the tuned presets and frozen weights: what a receiver's checker
+    can verify.
+    """
+
+    records: list[EqRecord]
+    final_output: FloatArray
+    final_sent: FloatArray
+
+
 def level3_eq(
     channel: ChannelProfile,
     rng: np.random.Generator,
@@ -728,6 +763,18 @@ def level3_eq(
     ``symbol_source`` maps (batch, n) to PAM4 training levels (default uniform
     random levels from ``rng``). Returns one record per link.
     """
+    return level3_eq_detail(channel, rng, n_links, eq, phase_ui, symbol_source).records
+
+
+def level3_eq_detail(
+    channel: ChannelProfile,
+    rng: np.random.Generator,
+    n_links: int = 1,
+    eq: EqProfile | None = None,
+    phase_ui: npt.ArrayLike | None = None,
+    symbol_source: SymbolSource | None = None,
+) -> Level3Outcome:
+    """As :func:`level3_eq`, keeping the final evaluation blocks (see :class:`Level3Outcome`)."""
     eq = EqProfile() if eq is None else eq
     source = symbol_source or (lambda shape: random_pam4(rng, shape))
     batch = 2 * n_links
@@ -739,7 +786,8 @@ def level3_eq(
     if not eq.skip_phase3:
         searching[n_links:] = True
     search = session.search_presets(searching)
-    final = session.final_ber()
+    final_output, final_sent = session.final_blocks()
+    final = estimate_ber(final_output, final_sent, eq.min_errors)
 
     records = []
     for i in range(n_links):
@@ -807,4 +855,4 @@ def level3_eq(
                 ber_target=eq.ber_target,
             )
         )
-    return records
+    return Level3Outcome(records=records, final_output=final_output, final_sent=final_sent)

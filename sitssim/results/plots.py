@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from sitssim.results.inference_plots import write_inference_figures
 from sitssim.simulation import RunResult
 
 
@@ -59,3 +60,4 @@ def write_figures(result: RunResult, folder: Path) -> None:
     if len(result.tables["messages"]):
         latency_cdf(result, folder / "latency_cdf.png")
     link_utilisation(result, folder / "link_utilisation.png")
+    write_inference_figures(result.tables, result.scenario.name, folder)

@@ -81,7 +81,10 @@ def check_writable(out: Path) -> None:
 
 def write_results(result: RunResult, out: Path, wall_s: float, figures: bool = True) -> None:
     """Write every output into ``out`` atomically (temporary folder, then rename)."""
+    from sitssim.results.phy_plots import write_phy_figures
     from sitssim.results.plots import write_figures
+    from sitssim.results.trace import write_trace
+    from sitssim.results.vcd import write_vcd
 
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -98,8 +101,11 @@ def write_results(result: RunResult, out: Path, wall_s: float, figures: bool = T
         (staging / "run_info.json").write_text(json.dumps(_clean(info), indent=2) + "\n")
         for name, table in result.tables.items():
             table.to_parquet(staging / f"{name}.parquet", index=False)
+        write_trace(result.tables, staging / "trace.json")
+        write_vcd(result.tables, staging / "waves.vcd")
         if figures:
             write_figures(result, staging / "figures")
+            write_phy_figures(result.tables, result.scenario.name, staging / "figures")
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)

@@ -125,8 +125,10 @@ def quantise_layer(layer: int, x: np.ndarray, policy: Fp8Policy) -> Fp8LayerReco
     std = float(np.std(x, dtype=np.float64))
     fmt = policy.choose(std)
     restored, overflows = quantise(x, fmt, policy.scale)
-    norm = float(np.linalg.norm(x.astype(np.float64)))
-    error = float(np.linalg.norm((x - restored).astype(np.float64)))
+    # Plain sums, not np.linalg.norm: a BLAS call spins up threads that cost
+    # milliseconds on a loaded machine, for vectors that take microseconds.
+    norm = float(np.sqrt(np.sum(np.square(x, dtype=np.float64))))
+    error = float(np.sqrt(np.sum(np.square(x - restored, dtype=np.float64))))
     return Fp8LayerRecord(
         layer=layer,
         format=fmt.name,

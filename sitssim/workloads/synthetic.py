@@ -230,7 +230,7 @@ def build_schedule(scenario: Scenario, fabric: Fabric, node_id: dict[str, int]) 
     for i, wl in enumerate(scenario.workloads):
         if isinstance(wl, SyntheticWorkload):
             parts.extend(_synthetic(i, wl, scenario, fabric, node_id))
-        else:
+        elif isinstance(wl, ProbeWorkload):
             parts.extend(_probes(i, wl, scenario, fabric, node_id))
     if not parts:
         empty = np.zeros(0)

@@ -1,0 +1,127 @@
+"""Scenario models for the CDC FIFO: the ``link_layer.cdc`` block and its fault.
+
+Kept free of ``sitssim.scenario`` imports, because the scenario module imports these.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from sitssim.link.cdc_fifo import CORNERS, MAX_DEPTH, closing_divider, flop_timing
+
+CornerName = Literal["SS/125C", "TT/25C", "FF/0C"]
+_FREQUENCY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE]([-+]?\d+))?\s*(Hz|kHz|MHz|GHz)\s*$")
+_FREQUENCY_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
+DEVICE_NAME = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
+
+
+def parse_frequency_hz(text: object) -> float:
+    """``'8GHz'`` -> 8e9."""
+    names = ", ".join(_FREQUENCY_UNITS)
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise ValueError(f"expected a frequency with a unit, e.g. '250MHz' ({names}), got {text!r}")
+    match = _FREQUENCY.match(text)
+    if match is None:
+        raise ValueError(f"expected a frequency like '8GHz' ({names}), got {text!r}")
+    mantissa, exponent, unit = match.groups()
+    value = float(mantissa) * 10 ** int(exponent or 0) * _FREQUENCY_UNITS[unit]
+    if value <= 0:
+        raise ValueError(f"expected a positive frequency, got {text!r}")
+    return value
+
+
+def _whole_or_auto(low: int, high: int, what: str) -> Any:
+    def check(value: object) -> object:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"expected {what} from {low} to {high}, or 'auto'; got {value!r}")
+        return value
+
+    return BeforeValidator(check)
+
+
+Frequency = Annotated[float, BeforeValidator(parse_frequency_hz)]
+Flops = Annotated[int, Field(ge=1, le=8, strict=True)]
+
+
+class CdcProfile(BaseModel):
+    """The dual-clock FIFO between PHYCLK and REFCLK, as every link's receiver builds it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    fifo_depth: Annotated[
+        int | Literal["auto"], _whole_or_auto(1, MAX_DEPTH, "a depth in narrow-word entries")
+    ] = "auto"
+    synchronizer_flops: Flops = 2
+    sync_clock_divider: Annotated[
+        int | Literal["auto"], _whole_or_auto(1, 64, "a PHYCLK divider")
+    ] = "auto"
+    writer_pipeline: Annotated[int, Field(ge=0, le=64, strict=True)] = 2
+    corners: list[CornerName] = Field(default_factory=lambda: list(CORNERS), min_length=1)
+    write_clock: Frequency = 8e9
+    read_clock: Frequency = 250e6
+
+    @model_validator(mode="after")
+    def _buildable(self) -> CdcProfile:
+        if len(set(self.corners)) != len(self.corners):
+            raise _located(("corners",), "each corner may be listed once")
+        ratio = self.write_clock / self.read_clock
+        if ratio < 2 or abs(ratio - round(ratio)) > 1e-9:
+            raise _located(
+                ("read_clock",),
+                f"the write clock must be a whole multiple (at least 2) of the read clock "
+                f"(the read word is that many narrow words wide); got a ratio of {ratio:g}",
+            )
+        period_ps = 1e12 / self.write_clock
+        for corner in self.corners:
+            crossing = flop_timing(corner).crossing
+            if crossing >= period_ps:
+                raise _located(
+                    ("write_clock",),
+                    f"a PHYCLK period of {period_ps:g} ps is shorter than an asynchronous "
+                    f"crossing at {corner} ({crossing:.1f} ps); the model needs a slower clock",
+                )
+        if self.sync_clock_divider == "auto":
+            try:
+                closing_divider(self.synchronizer_flops, period_ps, self.read_clock)
+            except ValueError as exc:
+                raise _located(
+                    ("synchronizer_flops",),
+                    f"{exc}, so sync_clock_divider cannot be 'auto': give it explicitly",
+                ) from None
+        return self
+
+    @classmethod
+    def disabled(cls) -> CdcProfile:
+        """A scenario without a ``link_layer.cdc`` block: the CDC is not evaluated."""
+        return cls(enabled=False)
+
+    def divider(self) -> int:
+        """The synchroniser clock divider: given, or the smallest that closes MTBF at SS."""
+        if self.sync_clock_divider != "auto":
+            return self.sync_clock_divider
+        return closing_divider(self.synchronizer_flops, 1e12 / self.write_clock, self.read_clock)
+
+
+class SynchronizerFlopsFault(BaseModel):
+    """Faulty device: ``device``'s receiver on the link from ``peer`` synchronises
+    REFCLK→PHYCLK with ``flops`` flops instead of the profile's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["synchronizer_flops"]
+    device: Annotated[str, Field(min_length=1, pattern=DEVICE_NAME)]
+    peer: Annotated[str, Field(min_length=1, pattern=DEVICE_NAME)]
+    flops: Flops
+
+
+def _located(loc: tuple, message: str) -> ValueError:
+    """A ``ValueError`` naming a sub-field, as the scenario loader reports it."""
+    from sitssim.scenario import _LocatedValueError
+
+    return _LocatedValueError(loc, message)

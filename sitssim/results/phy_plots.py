@@ -1,0 +1,176 @@
+"""PHY figures: the reset-to-L0 training Gantt chart and eye diagrams before and after EQ.
+
+Both are drawn from the run's tables: ``link_states`` for the Gantt chart, and
+``phy_groups`` (each signal-level group's channel, tuned Tx preset and linear Rx
+FFE) for the eyes, which re-create the received waveform from the channel's
+pulse response: before EQ behind the initial Tx preset, after EQ behind the
+tuned preset and the Rx FFE (the DFE acts on decisions and is not drawn).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
+
+from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile, noise_rms, pulse_response
+from sitssim.phy.equalizer import preset_coefficients
+from sitssim.phy.ltssm import State
+
+RESET_TO_L0_US = 200.0
+MAX_GANTT_LINKS = 40
+MAX_EYE_GROUPS = 4
+EYE_SYMBOLS = 600
+EYE_SEED = 0
+
+_COLOURS = {
+    "Detect": "0.6",
+    "Polling": "tab:blue",
+    "Configuration": "tab:cyan",
+    "Recovery": "tab:purple",
+    "EQ phase 0": "#fdd49e",
+    "EQ phase 1": "#fdbb84",
+    "EQ phase 2": "#fc8d59",
+    "EQ phase 3": "#d7301f",
+    "L0": "tab:green",
+    "other": "black",
+}
+
+
+def _family(state: str) -> str:
+    if state.startswith("Recovery.Equalization.Phase"):
+        return f"EQ phase {state[-1]}"
+    for family in ("Detect", "Polling", "Configuration", "Recovery", "L0"):
+        if state.startswith(family):
+            return family
+    return "other"
+
+
+def training_gantt(tables: dict[str, pd.DataFrame], title: str, path: Path) -> bool:
+    """Each link's LTSSM states from the reset to its first L0, slowest links on top."""
+    states = tables.get("link_states")
+    if states is None or states.empty:
+        return False
+    l0 = states[states["state"] == State.L0.value].groupby("link")["t_enter_ns"].min()
+    order = (
+        pd.Series(math.inf, index=sorted(states["link"].unique()))
+        .combine(l0, lambda a, b: b if not math.isnan(b) else a)
+        .sort_values(ascending=False, kind="stable")
+    )
+    shown = list(order.index[:MAX_GANTT_LINKS])
+    finite = order[np.isfinite(order)]
+    end_ns = float(finite.max()) if len(finite) else float(states["t_enter_ns"].max())
+    horizon_us = max(end_ns / 1e3, RESET_TO_L0_US) * 1.08
+    fig, ax = plt.subplots(figsize=(9, max(3.0, 0.28 * len(shown) + 1.5)))
+    for y, link in enumerate(shown):
+        mine = states[(states["link"] == link) & (states["t_enter_ns"] <= end_ns)]
+        for r in mine.itertuples():
+            stop = r.t_exit_ns if math.isfinite(r.t_exit_ns) else horizon_us * 1e3
+            ax.barh(
+                y,
+                (min(stop, horizon_us * 1e3) - r.t_enter_ns) / 1e3,
+                left=r.t_enter_ns / 1e3,
+                color=_COLOURS[_family(r.state)],
+                height=0.7,
+                linewidth=0,
+            )
+    ax.axvline(RESET_TO_L0_US, color="red", linestyle="--", linewidth=1)
+    ax.text(RESET_TO_L0_US, -0.9, " 200 µs (phy.reset_to_l0)", color="red", fontsize="small")
+    ax.set_yticks(range(len(shown)), shown, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, horizon_us)
+    ax.set_xlabel("time since reset (µs)")
+    more = f" ({len(shown)} slowest of {len(order)})" if len(order) > len(shown) else ""
+    ax.set_title(f"{title}: link training, reset to L0{more}")
+    ax.legend(
+        handles=[Patch(color=c, label=k) for k, c in _COLOURS.items() if k != "other"],
+        fontsize="x-small",
+        ncol=5,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.06),
+    )
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _eye_traces(
+    channel: ChannelProfile,
+    tx_preset: str,
+    rx_ffe: np.ndarray | None,
+    rx_ffe_pre: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Received waveform cut into 2-UI traces centred on each sampling instant.
+
+    The equaliser samples where the CDR locked on the channel behind the Tx preset
+    (see ``equalizer.py``), so the eye after the Rx FFE is centred there too.
+    """
+    pulse = pulse_response(channel).with_tx_ffe(preset_coefficients(tx_preset))
+    sampling_ui = pulse.lock_ui
+    sigma = noise_rms(channel)
+    if rx_ffe is not None:
+        pulse = pulse.with_ffe(rx_ffe, rx_ffe_pre)
+        sigma *= float(np.linalg.norm(rx_ffe))
+    symbols = PAM4_LEVELS[rng.integers(0, 4, EYE_SYMBOLS)]
+    taps = np.arange(-pulse.n_pre - 1, pulse.n_post + 2)
+    offsets = np.arange(-pulse.os, pulse.os) / pulse.os
+    centres = np.arange(taps.max(), EYE_SYMBOLS + taps.min())
+    # waveform(n + f) = sum_k x[n - k] p(f + k)
+    response = pulse.at(offsets[:, None] + taps[None, :] + (sampling_ui - pulse.lock_ui))
+    window = symbols[centres[:, None] - taps[None, :]]
+    traces = window @ response.T
+    traces = traces + rng.normal(0.0, sigma, traces.shape)
+    return offsets, traces
+
+
+def eye_diagrams(tables: dict[str, pd.DataFrame], title: str, path: Path) -> bool:
+    """Eyes before and after EQ for up to four signal-level groups."""
+    groups = tables.get("phy_groups")
+    if groups is None or groups.empty:
+        return False
+    shown = groups.head(MAX_EYE_GROUPS)
+    fig, axes = plt.subplots(len(shown), 2, figsize=(9, 3.2 * len(shown)), squeeze=False)
+    for row, g in enumerate(shown.itertuples()):
+        channel = ChannelProfile(
+            loss_db=g.loss_db,
+            snr_db=g.snr_db,
+            rj_rms_ui=g.rj_ui,
+            n_pre=int(g.pre_cursors),
+            n_post=int(g.post_cursors),
+            dielectric_fraction=g.dielectric_fraction,
+        )
+        for col, (label, preset, ffe) in enumerate(
+            (
+                (f"before EQ (Tx {g.initial_preset})", g.initial_preset, None),
+                (f"after EQ (Tx {g.tx_preset} + Rx FFE)", g.tx_preset, np.asarray(g.rx_ffe)),
+            )
+        ):
+            rng = np.random.default_rng(EYE_SEED)
+            t, traces = _eye_traces(channel, preset, ffe, int(g.rx_ffe_pre), rng)
+            ax = axes[row, col]
+            ax.plot(t, traces.T, color="tab:blue", alpha=0.04, linewidth=0.6)
+            ax.set_ylim(-6, 6)
+            ax.set_xlabel("time from sampling instant (UI)")
+            ax.set_title(f"{g.loss_db:g} dB, SNR {g.snr_db:g} dB: {label}", fontsize="small")
+            ax.grid(True, alpha=0.3)
+    fig.suptitle(f"{title}: PAM4 eye diagrams", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def write_phy_figures(tables: dict[str, pd.DataFrame], title: str, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    training_gantt(tables, title, folder / "training_gantt.png")
+    eye_diagrams(tables, title, folder / "eye_diagrams.png")

@@ -1,0 +1,976 @@
+"""Collective operations (all-reduce, all-gather, reduce-scatter) as real messages on the fabric.
+
+Theory of operation
+-------------------
+A collective is a closed loop over ``Transport.inject(..., on_deliver=cb)``:
+every *chunk send* (one rank handing one piece of the buffer to another) is
+split into messages of at most ``max_message_bytes`` and, bytes permitting, at
+least ``min_messages`` of them (NCCL stripes a transfer over its channels), so
+a chunk is pipelined through the store-and-forward ports and sprayed over the
+NVSwitch planes. The cap trades fidelity for speed: a port holds a whole
+message before forwarding it, where NVLink forwards flits. A chunk has
+*landed* when its last message is delivered (and, for a reducing step, when
+the receiver's reduction of it is done); what a rank does next depends only on
+what has landed there, exactly as in NCCL, where the next step of a rank waits
+for its input, not for a global barrier.
+
+Algorithms (S bytes, N ranks; chunk c is the c-th of N near-equal slices):
+
+``ring``      reduce-scatter: at step k rank r sends chunk (r-k-1) mod N to r+1,
+              which reduces it; all-gather: at step j rank r forwards chunk
+              (r-j) mod N. All-reduce is both: 2(N-1) chunk sends of S/N per rank.
+``tree``      NCCL's double binary tree: two trees whose leaves are each other's
+              inner nodes, each carrying half of the buffer in one-message
+              segments; segments are reduced up and broadcast down, pipelined.
+              All-reduce only.
+``direct``    two-shot: rank r sends chunk c to rank c, which reduces it, then
+              sends the reduced chunk to every rank. Suits a full-bisection
+              NVSwitch, where all N(N-1) pairs have their own path.
+``one_shot``  every rank sends its whole buffer to every other rank and reduces
+              locally: N-1 times the traffic of ``direct`` in one step.
+              All-reduce only.
+
+The data are tracked symbolically: ``contributions[rank][chunk]`` is the set
+of ranks (a bit mask) whose input a rank holds for that chunk. A send carries
+the sender's mask at the time it is sent, and landing ORs it in, so a step
+started before its input arrived would show up as a missing contribution. A
+reduction costs ``3 * bytes / reduce_bytes_per_ns`` (read two operands, write
+one) on the receiving GPU, piece by piece as messages arrive, one reduction at
+a time per GPU; it is optional and off by default.
+
+``sitssim.scenario`` imports this module for ``CollectiveWorkload``, so nothing
+here may import the scenario, the topology or the synthetic workloads at
+module level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import pairwise
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from sitssim.units import UnitError, parse_size_bytes, parse_time_ns
+
+if TYPE_CHECKING:
+    from sitssim.fabric.topology import Fabric
+    from sitssim.fabric.transport import Transport
+    from sitssim.scenario import Scenario
+
+OPERATIONS = ("all_reduce", "all_gather", "reduce_scatter")
+ALGORITHMS = ("ring", "tree", "direct", "one_shot")
+ALL_REDUCE_ONLY = frozenset({"tree", "one_shot"})
+DEFAULT_MAX_MESSAGE_BYTES = 262144
+# A reduction reads both operands and writes the result.
+REDUCTION_BYTES_PER_BYTE = 3
+
+
+def bus_factor(operation: str, n_ranks: int) -> float:
+    """nccl-tests' busbw / algbw: the fraction of the buffer each rank moves on its busiest link."""
+    if n_ranks < 2:
+        return 0.0
+    if operation == "all_reduce":
+        return 2.0 * (n_ranks - 1) / n_ranks
+    return (n_ranks - 1) / n_ranks
+
+
+def chunk_sizes(size: int, n: int) -> list[int]:
+    """S bytes cut into n slices that differ by at most one byte (the first ones larger)."""
+    base, extra = divmod(size, n)
+    return [base + (1 if c < extra else 0) for c in range(n)]
+
+
+def binary_tree(n: int) -> list[int]:
+    """Parent of each position 0..n-1 in NCCL's in-order binary tree (root 0, parent -1).
+
+    The lowest set bit of a position is its height: odd positions are leaves,
+    position p with lowest bit b has children p - b/2 and p + b/2.
+    """
+    parent = [-1] * n
+    for p in range(1, n):
+        bit = p & -p
+        up = (p ^ bit) | (bit << 1)
+        parent[p] = up if up < n else p ^ bit
+    return parent
+
+
+def double_binary_tree(n: int) -> tuple[list[int], list[int]]:
+    """Parents (by rank) of NCCL's two complementary trees.
+
+    The second tree is the first one mirrored (even n) or shifted by one rank
+    (odd n), so a rank that is a leaf in one tree is an inner node in the
+    other and the per-rank load is balanced.
+    """
+    first = binary_tree(n)
+    rank_at = [n - 1 - p if n % 2 == 0 else (p + 1) % n for p in range(n)]
+    second = [-1] * n
+    for p, up in enumerate(first):
+        second[rank_at[p]] = rank_at[up] if up >= 0 else -1
+    return first, second
+
+
+def _children(parent: list[int]) -> list[list[int]]:
+    kids: list[list[int]] = [[] for _ in parent]
+    for r, up in enumerate(parent):
+        if up >= 0:
+            kids[up].append(r)
+    return kids
+
+
+@dataclass
+class CollectiveHandle:
+    """One collective in flight or done; ``end_ns`` is NaN until every rank has its result."""
+
+    operation: str
+    algorithm: str
+    size: int
+    gpus: tuple[str, ...]
+    start_ns: float
+    max_message_bytes: int
+    end_ns: float = math.nan
+    messages: list[int] = field(default_factory=list)
+    chunk_sends: int = 0
+    contributions: list[list[int]] = field(default_factory=list)
+    rank_done_ns: list[float] = field(default_factory=list)
+
+    @property
+    def n_ranks(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def done(self) -> bool:
+        return not math.isnan(self.end_ns)
+
+    @property
+    def duration_ns(self) -> float:
+        return self.end_ns - self.start_ns
+
+    def result_complete(self) -> bool:
+        """Whether every rank holds what the operation promises it (from the tracked data)."""
+        n = self.n_ranks
+        full = (1 << n) - 1
+        c = self.contributions
+        if self.operation == "all_reduce":
+            return all(mask == full for row in c for mask in row)
+        if self.operation == "reduce_scatter":
+            return all(c[r][r] == full for r in range(n))
+        return all(c[r][k] == 1 << k for r in range(n) for k in range(n))
+
+
+class _Transfer:
+    """One chunk send in flight: its messages still to arrive and what to do when it lands."""
+
+    __slots__ = ("chunk", "dst", "left", "mask", "ready", "reduce", "then")
+
+    def __init__(
+        self, dst: int, chunk: int, mask: int, reduce: bool, then: Callable[[], None]
+    ) -> None:
+        self.dst = dst
+        self.chunk = chunk
+        self.mask = mask
+        self.reduce = reduce
+        self.then = then
+        self.left = 0
+        self.ready = 0.0
+
+
+class _Collective:
+    """The driver of one collective: issues chunk sends as their inputs land."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        gpus: list[str],
+        size_bytes: int,
+        operation: str,
+        algorithm: str,
+        tenant: int,
+        workload: int,
+        on_done: Callable[[float], None] | None,
+        max_message_bytes: int,
+        reduce_bytes_per_ns: float | None,
+        min_messages: int,
+    ) -> None:
+        _check_arguments(
+            transport, gpus, size_bytes, operation, algorithm, max_message_bytes, min_messages
+        )
+        if reduce_bytes_per_ns is not None and not reduce_bytes_per_ns > 0:
+            raise ValueError(f"reduce_bytes_per_ns must be positive, got {reduce_bytes_per_ns}")
+        # Deferred: synthetic imports the scenario schema, which imports this module.
+        from sitssim.workloads.synthetic import KIND_DATA
+
+        self._kind = KIND_DATA
+        self.transport = transport
+        self.env = transport.env
+        self.n = len(gpus)
+        self.ids = [transport.node_id[g] for g in gpus]
+        self.tenant = tenant
+        self.workload = workload
+        self.on_done = on_done
+        self.max_message = max_message_bytes
+        self.min_messages = min_messages
+        self.reduce_bw = reduce_bytes_per_ns
+        self.handle = CollectiveHandle(
+            operation=operation,
+            algorithm=algorithm,
+            size=size_bytes,
+            gpus=tuple(gpus),
+            start_ns=self.env.now,
+            max_message_bytes=max_message_bytes,
+            rank_done_ns=[math.nan] * self.n,
+        )
+        self._reducer_free = [0.0] * self.n
+        self._got = [0] * self.n
+        self._need = 0
+        self._pending = self.n
+
+    # --- plumbing --------------------------------------------------------------
+
+    def _pieces(self, nbytes: int) -> int:
+        """Messages for ``nbytes``: none above the cap, at least ``min_messages`` if bytes allow."""
+        return max(1, -(-nbytes // self.max_message), min(self.min_messages, nbytes))
+
+    def _send(
+        self,
+        src: int,
+        dst: int,
+        chunk: int,
+        nbytes: int,
+        reduce: bool,
+        then: Callable[[], None],
+        whole: bool = False,
+    ) -> None:
+        """Send ``chunk`` from ``src`` to ``dst``; ``whole`` sends it as one message."""
+        h = self.handle
+        transfer = _Transfer(dst, chunk, h.contributions[src][chunk], reduce, then)
+        pieces = chunk_sizes(nbytes, 1 if whole else self._pieces(nbytes))
+        transfer.left = len(pieces)
+        h.chunk_sends += 1
+        arrived = partial(self._piece_arrived, transfer)
+        inject = self.transport.inject
+        for piece in pieces:
+            msg = inject(
+                self.ids[src],
+                self.ids[dst],
+                piece,
+                self.tenant,
+                self._kind,
+                self.workload,
+                on_deliver=arrived,
+            )
+            h.messages.append(msg)
+
+    def _piece_arrived(self, transfer: _Transfer, msg: int) -> None:
+        now = self.env.now
+        ready = now
+        if transfer.reduce and self.reduce_bw is not None:
+            dst = transfer.dst
+            start = max(now, self._reducer_free[dst])
+            ready = start + REDUCTION_BYTES_PER_BYTE * self.transport.size[msg] / self.reduce_bw
+            self._reducer_free[dst] = ready
+        transfer.ready = max(transfer.ready, ready)
+        transfer.left -= 1
+        if transfer.left:
+            return
+        if transfer.ready > now:
+            self.env.timeout(transfer.ready - now).callbacks.append(
+                lambda _ev: self._land(transfer)
+            )
+        else:
+            self._land(transfer)
+
+    def _land(self, transfer: _Transfer) -> None:
+        self.handle.contributions[transfer.dst][transfer.chunk] |= transfer.mask
+        transfer.then()
+
+    def _count(self, rank: int) -> None:
+        """One more piece of ``rank``'s result is final; the rank is done at ``_need``."""
+        self._got[rank] += 1
+        if self._got[rank] == self._need:
+            self._rank_done(rank)
+
+    def _rank_done(self, rank: int) -> None:
+        now = self.env.now
+        h = self.handle
+        h.rank_done_ns[rank] = now
+        self._pending -= 1
+        if self._pending == 0:
+            h.end_ns = now
+            if self.on_done is not None:
+                self.on_done(now)
+
+    def _init_data(self, chunks: int, own_chunk_only: bool) -> None:
+        """Each rank starts with its own input: every chunk, or only chunk ``rank``."""
+        if own_chunk_only:
+            self.handle.contributions = [
+                [(1 << r) if c == r else 0 for c in range(chunks)] for r in range(self.n)
+            ]
+        else:
+            self.handle.contributions = [[1 << r] * chunks for r in range(self.n)]
+
+    # --- start -----------------------------------------------------------------
+
+    def start(self) -> CollectiveHandle:
+        op, algo = self.handle.operation, self.handle.algorithm
+        if self.n == 1:
+            self._init_data(1, own_chunk_only=False)
+            self.env.timeout(0).callbacks.append(lambda _ev: self._rank_done(0))
+        elif algo == "ring":
+            self._start_ring(op)
+        elif algo == "tree":
+            self._start_tree()
+        elif algo == "direct":
+            self._start_direct(op)
+        else:
+            self._start_one_shot()
+        return self.handle
+
+    # --- ring ------------------------------------------------------------------
+
+    def _start_ring(self, op: str) -> None:
+        n = self.n
+        self._sizes = chunk_sizes(self.handle.size, n)
+        reduce_scatter = [(-k - 1, True) for k in range(n - 1)]
+        all_gather = [(-j, False) for j in range(n - 1)]
+        if op == "all_reduce":
+            self._steps = reduce_scatter + all_gather
+        elif op == "reduce_scatter":
+            self._steps = reduce_scatter
+        else:
+            self._steps = all_gather
+        self._need = len(self._steps)
+        self._init_data(n, own_chunk_only=op == "all_gather")
+        for r in range(n):
+            self._ring_step(r, 0)
+
+    def _ring_step(self, rank: int, step: int) -> None:
+        offset, reduce = self._steps[step]
+        chunk = (rank + offset) % self.n
+        dst = (rank + 1) % self.n
+        self._send(
+            rank, dst, chunk, self._sizes[chunk], reduce, partial(self._ring_landed, dst, step)
+        )
+
+    def _ring_landed(self, rank: int, step: int) -> None:
+        if step + 1 < len(self._steps):
+            self._ring_step(rank, step + 1)
+        self._count(rank)
+
+    # --- double binary tree ----------------------------------------------------
+
+    def _start_tree(self) -> None:
+        n = self.n
+        size = self.handle.size
+        halves = ((size + 1) // 2, size // 2)
+        self._parents = double_binary_tree(n)
+        self._kids = [_children(p) for p in self._parents]
+        self._segments: list[list[int]] = []
+        self._first_chunk = []
+        chunks = 0
+        for half in halves:
+            count = self._pieces(half)
+            self._segments.append(chunk_sizes(half, count))
+            self._first_chunk.append(chunks)
+            chunks += count
+        self._need = chunks
+        self._init_data(chunks, own_chunk_only=False)
+        self._waiting = [
+            [[len(self._kids[t][r])] * len(self._segments[t]) for r in range(n)] for t in (0, 1)
+        ]
+        for t in (0, 1):
+            for r in range(n):
+                if not self._kids[t][r]:
+                    for s in range(len(self._segments[t])):
+                        self._tree_up(t, r, s)
+
+    def _tree_up(self, tree: int, rank: int, seg: int) -> None:
+        """``rank`` holds the reduction of its subtree for ``seg``: pass it up, or turn it round."""
+        parent = self._parents[tree][rank]
+        if parent < 0:
+            self._count(rank)
+            self._tree_down(tree, rank, seg)
+            return
+        self._send(
+            rank,
+            parent,
+            self._first_chunk[tree] + seg,
+            self._segments[tree][seg],
+            True,
+            partial(self._tree_child_landed, tree, parent, seg),
+            whole=True,
+        )
+
+    def _tree_child_landed(self, tree: int, rank: int, seg: int) -> None:
+        waiting = self._waiting[tree][rank]
+        waiting[seg] -= 1
+        if waiting[seg] == 0:
+            self._tree_up(tree, rank, seg)
+
+    def _tree_down(self, tree: int, rank: int, seg: int) -> None:
+        for kid in self._kids[tree][rank]:
+            self._send(
+                rank,
+                kid,
+                self._first_chunk[tree] + seg,
+                self._segments[tree][seg],
+                False,
+                partial(self._tree_broadcast_landed, tree, kid, seg),
+                whole=True,
+            )
+
+    def _tree_broadcast_landed(self, tree: int, rank: int, seg: int) -> None:
+        self._count(rank)
+        self._tree_down(tree, rank, seg)
+
+    # --- direct (two-shot) and one-shot ----------------------------------------
+
+    def _start_direct(self, op: str) -> None:
+        n = self.n
+        self._sizes = chunk_sizes(self.handle.size, n)
+        self._need = {"all_reduce": n, "reduce_scatter": 1, "all_gather": n - 1}[op]
+        self._reduced = [0] * n
+        self._init_data(n, own_chunk_only=op == "all_gather")
+        if op == "all_gather":
+            for r in range(n):
+                self._direct_scatter(r)
+            return
+        for r in range(n):
+            for c in range(n):
+                if c != r:
+                    self._send(r, c, c, self._sizes[c], True, partial(self._direct_reduced, c, op))
+
+    def _direct_reduced(self, rank: int, op: str) -> None:
+        self._reduced[rank] += 1
+        if self._reduced[rank] < self.n - 1:
+            return
+        self._count(rank)
+        if op == "all_reduce":
+            self._direct_scatter(rank)
+
+    def _direct_scatter(self, rank: int) -> None:
+        """Send chunk ``rank`` (final at ``rank``) to every other rank."""
+        for other in range(self.n):
+            if other != rank:
+                self._send(
+                    rank,
+                    other,
+                    rank,
+                    self._sizes[rank],
+                    False,
+                    partial(self._count, other),
+                )
+
+    def _start_one_shot(self) -> None:
+        n = self.n
+        self._need = n - 1
+        self._init_data(1, own_chunk_only=False)
+        for r in range(n):
+            for other in range(n):
+                if other != r:
+                    self._send(r, other, 0, self.handle.size, True, partial(self._count, other))
+
+
+def _check_arguments(
+    transport: Transport,
+    gpus: list[str],
+    size_bytes: int,
+    operation: str,
+    algorithm: str,
+    max_message_bytes: int,
+    min_messages: int,
+) -> None:
+    if operation not in OPERATIONS:
+        raise ValueError(f"unknown operation {operation!r}; expected one of {OPERATIONS}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+    if algorithm in ALL_REDUCE_ONLY and operation != "all_reduce":
+        raise ValueError(f"algorithm {algorithm!r} implements all_reduce only, not {operation}")
+    if not gpus:
+        raise ValueError("a collective needs at least one GPU")
+    if len(set(gpus)) != len(gpus):
+        raise ValueError(f"a GPU takes part in a collective once: {list(gpus)}")
+    fabric = transport.fabric
+    for g in gpus:
+        if g not in fabric.graph or fabric.node_kind(g) != "gpu":
+            raise ValueError(f"{g!r} is not a GPU of this fabric")
+    if size_bytes < 1:
+        raise ValueError(f"size_bytes must be at least 1, got {size_bytes}")
+    if max_message_bytes < 1:
+        raise ValueError(f"max_message_bytes must be at least 1, got {max_message_bytes}")
+    if min_messages < 1:
+        raise ValueError(f"min_messages must be at least 1, got {min_messages}")
+
+
+def _start(
+    operation: str,
+    transport: Transport,
+    gpus: list[str],
+    size_bytes: int,
+    algorithm: str,
+    tenant: int,
+    workload: int,
+    on_done: Callable[[float], None] | None,
+    max_message_bytes: int,
+    reduce_bytes_per_ns: float | None,
+    min_messages: int,
+) -> CollectiveHandle:
+    return _Collective(
+        transport,
+        list(gpus),
+        size_bytes,
+        operation,
+        algorithm,
+        tenant,
+        workload,
+        on_done,
+        max_message_bytes,
+        reduce_bytes_per_ns,
+        min_messages,
+    ).start()
+
+
+def start_all_reduce(
+    transport: Transport,
+    gpus: list[str],
+    size_bytes: int,
+    algorithm: str = "ring",
+    tenant: int = 0,
+    workload: int = 0,
+    on_done: Callable[[float], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    *,
+    reduce_bytes_per_ns: float | None = None,
+    min_messages: int = 1,
+) -> CollectiveHandle:
+    """All-reduce ``size_bytes`` over ``gpus`` from now; ``on_done(end_ns)`` once all hold it."""
+    return _start(
+        "all_reduce",
+        transport,
+        gpus,
+        size_bytes,
+        algorithm,
+        tenant,
+        workload,
+        on_done,
+        max_message_bytes,
+        reduce_bytes_per_ns,
+        min_messages,
+    )
+
+
+def start_all_gather(
+    transport: Transport,
+    gpus: list[str],
+    size_bytes: int,
+    algorithm: str = "ring",
+    tenant: int = 0,
+    workload: int = 0,
+    on_done: Callable[[float], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    *,
+    min_messages: int = 1,
+) -> CollectiveHandle:
+    """All-gather a ``size_bytes`` output (each rank contributes its slice), starting now."""
+    return _start(
+        "all_gather",
+        transport,
+        gpus,
+        size_bytes,
+        algorithm,
+        tenant,
+        workload,
+        on_done,
+        max_message_bytes,
+        None,
+        min_messages,
+    )
+
+
+def start_reduce_scatter(
+    transport: Transport,
+    gpus: list[str],
+    size_bytes: int,
+    algorithm: str = "ring",
+    tenant: int = 0,
+    workload: int = 0,
+    on_done: Callable[[float], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    *,
+    reduce_bytes_per_ns: float | None = None,
+    min_messages: int = 1,
+) -> CollectiveHandle:
+    """Reduce-scatter a ``size_bytes`` input: rank i ends with the reduced slice i."""
+    return _start(
+        "reduce_scatter",
+        transport,
+        gpus,
+        size_bytes,
+        algorithm,
+        tenant,
+        workload,
+        on_done,
+        max_message_bytes,
+        reduce_bytes_per_ns,
+        min_messages,
+    )
+
+
+STARTERS = {
+    "all_reduce": start_all_reduce,
+    "all_gather": start_all_gather,
+    "reduce_scatter": start_reduce_scatter,
+}
+
+
+# --- analytic oracle -----------------------------------------------------------
+
+
+def _fixed_latency_ns(fabric: Fabric, src: str, dst: str) -> float:
+    """Flight time plus forwarding latency of the fastest shortest path (no serialisation)."""
+    best = math.inf
+    for path in nx.all_shortest_paths(fabric.graph, src, dst):
+        total = 0.0
+        for a, b in pairwise(path):
+            ch = fabric.channels[fabric.channel_index[(a, b)]]
+            total += ch.propagation_ns + fabric.node_latency_ns[ch.dst]
+        best = min(best, total)
+    return best
+
+
+def ring_all_reduce_lower_bound_ns(fabric: Fabric, gpus: list[str], size: int) -> float:
+    """A time no ring all-reduce of ``size`` bytes over ``gpus`` (in ring order) can beat.
+
+    Each of the 2(N-1) dependent steps moves at least floor(S/N) bytes out of
+    one GPU and into the next, so it lasts at least that many bytes over the
+    smaller of the sender's injection and the receiver's ejection bandwidth,
+    plus the fixed latency of the path: 2(N-1) * (floor(S/N) / B + L), with B
+    the best such bandwidth and L the shortest such latency over the ring.
+    """
+    n = len(gpus)
+    if n < 2:
+        return 0.0
+    out_bw = dict.fromkeys(gpus, 0.0)
+    in_bw = dict.fromkeys(gpus, 0.0)
+    for ch in fabric.channels:
+        if ch.src in out_bw:
+            out_bw[ch.src] += ch.bytes_per_ns
+        if ch.dst in in_bw:
+            in_bw[ch.dst] += ch.bytes_per_ns
+    pairs = [(gpus[r], gpus[(r + 1) % n]) for r in range(n)]
+    bandwidth = max(min(out_bw[a], in_bw[b]) for a, b in pairs)
+    latency = min(_fixed_latency_ns(fabric, a, b) for a, b in pairs)
+    return 2 * (n - 1) * ((size // n) / bandwidth + latency)
+
+
+# --- scenario schema -------------------------------------------------------------
+
+PositiveSize = Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)]
+NonNegDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
+
+
+def parse_bandwidth_bytes_per_ns(text: object) -> float:
+    """``'3350GB/s'`` -> 3350.0 (bytes per ns = GB/s): a size unit per second."""
+    if isinstance(text, str) and text.strip().endswith("/s"):
+        try:
+            per_second = parse_size_bytes(text.strip()[:-2])
+        except UnitError:
+            pass
+        else:
+            return per_second / 1e9
+    raise UnitError(f"expected a bandwidth like '3350GB/s' (a size unit per second), got {text!r}")
+
+
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth_bytes_per_ns), Field(gt=0)]
+
+
+def _located(loc: tuple, message: str) -> ValueError:
+    # Deferred: the scenario module imports this one.
+    from sitssim.scenario import _LocatedValueError
+
+    return _LocatedValueError(loc, message)
+
+
+class SizeSweep(BaseModel):
+    """Sizes ``min``, ``min * factor``, ... up to ``max`` (inclusive when reached)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min: PositiveSize
+    max: PositiveSize
+    factor: Annotated[int, Field(ge=2, strict=True)] = 2
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SizeSweep:
+        if self.max < self.min:
+            raise _located(("max",), "'max' must be at least 'min'")
+        return self
+
+    def sizes(self) -> list[int]:
+        out = []
+        s = self.min
+        while s <= self.max:
+            out.append(s)
+            s *= self.factor
+        return out
+
+
+class CollectiveWorkload(BaseModel):
+    """Back-to-back collectives of the listed (or swept) sizes, each repeated, over some GPUs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["collective"]
+    name: str | None = None
+    operation: Literal["all_reduce", "all_gather", "reduce_scatter"] = "all_reduce"
+    algorithm: Literal["ring", "tree", "direct", "one_shot"] = "ring"
+    gpus: list[NodeName] | None = None
+    sizes: list[PositiveSize] | None = None
+    sweep: SizeSweep | None = None
+    repetitions: PositiveInt = 1
+    start: NonNegDuration = 0.0
+    gap: NonNegDuration = 0.0
+    max_message_bytes: PositiveSize = DEFAULT_MAX_MESSAGE_BYTES
+    min_messages: PositiveInt = 1
+    reduction_bandwidth: Bandwidth | None = None
+    tenant: NodeName | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CollectiveWorkload:
+        if (self.sizes is None) == (self.sweep is None):
+            raise ValueError("give exactly one of 'sizes' or 'sweep'")
+        if self.sizes is not None and not self.sizes:
+            raise _located(("sizes",), "give at least one size")
+        if self.algorithm in ALL_REDUCE_ONLY and self.operation != "all_reduce":
+            raise _located(
+                ("algorithm",),
+                f"algorithm {self.algorithm!r} implements all_reduce only, "
+                f"not {self.operation}; use 'ring' or 'direct'",
+            )
+        if self.reduction_bandwidth is not None and self.operation == "all_gather":
+            raise _located(("reduction_bandwidth",), "an all_gather reduces nothing")
+        if self.gpus is not None:
+            if len(self.gpus) < 2:
+                raise _located(("gpus",), "a collective needs at least two GPUs")
+            seen: set[str] = set()
+            for k, g in enumerate(self.gpus):
+                if g in seen:
+                    raise _located(("gpus", k), f"GPU {g!r} is listed twice")
+                seen.add(g)
+        return self
+
+    def plan(self) -> list[int]:
+        """Sizes in the order they run: each size ``repetitions`` times in a row."""
+        sizes = self.sizes if self.sizes is not None else self.sweep.sizes()
+        return [s for s in sizes for _ in range(self.repetitions)]
+
+
+# --- workload driver -----------------------------------------------------------
+
+
+@dataclass
+class _Record:
+    workload: int
+    name: str
+    handle: CollectiveHandle
+    repetition: int
+    lower_bound_ns: float
+
+
+class _Sequence:
+    """Runs one workload's collectives back to back; each starts ``gap`` after the last ended."""
+
+    def __init__(
+        self,
+        index: int,
+        wl: CollectiveWorkload,
+        gpus: list[str],
+        tenant: int,
+        fabric: Fabric,
+        transport: Transport,
+        records: list[_Record],
+    ) -> None:
+        self.index = index
+        self.wl = wl
+        self.gpus = gpus
+        self.tenant = tenant
+        self.fabric = fabric
+        self.transport = transport
+        self.records = records
+        self.plan = wl.plan()
+        self.next = 0
+
+    def arm(self, delay: float) -> None:
+        self.transport.env.timeout(delay).callbacks.append(lambda _ev: self._launch())
+
+    def _launch(self) -> None:
+        wl = self.wl
+        size = self.plan[self.next]
+        repetition = self.next % wl.repetitions
+        self.next += 1
+        extra: dict[str, Any] = {}
+        if wl.reduction_bandwidth is not None:
+            extra["reduce_bytes_per_ns"] = wl.reduction_bandwidth
+        handle = STARTERS[wl.operation](
+            self.transport,
+            self.gpus,
+            size,
+            algorithm=wl.algorithm,
+            tenant=self.tenant,
+            workload=self.index,
+            on_done=self._finished,
+            max_message_bytes=wl.max_message_bytes,
+            min_messages=wl.min_messages,
+            **extra,
+        )
+        bound = math.nan
+        if wl.operation == "all_reduce" and wl.algorithm == "ring":
+            bound = ring_all_reduce_lower_bound_ns(self.fabric, self.gpus, size)
+        name = wl.name or f"#{self.index}"
+        self.records.append(_Record(self.index, name, handle, repetition, bound))
+
+    def _finished(self, _end_ns: float) -> None:
+        if self.next < len(self.plan):
+            self.arm(self.wl.gap)
+
+
+def start_collective_workloads(
+    scenario: Scenario, fabric: Fabric, transport: Transport
+) -> list[_Record]:
+    """Arm every ``kind: collective`` workload; the returned records fill in as the run goes."""
+    records: list[_Record] = []
+    tenants = [t.name for t in scenario.tenants]
+    for i, wl in enumerate(scenario.workloads):
+        if not isinstance(wl, CollectiveWorkload):
+            continue
+        gpus = check_collective_gpus(scenario, fabric, i, wl)
+        tenant = tenants.index(wl.tenant or tenants[0])
+        _Sequence(i, wl, gpus, tenant, fabric, transport, records).arm(wl.start)
+    return records
+
+
+def check_collective_gpus(
+    scenario: Scenario, fabric: Fabric, index: int, wl: CollectiveWorkload
+) -> list[str]:
+    """The workload's GPUs, checked against the built fabric (``InputError`` if one is wrong)."""
+    loc = ("workloads", index, "gpus")
+    if wl.gpus is None:
+        if len(fabric.gpus) < 2:
+            raise scenario.error(loc, "a collective needs at least two GPUs; the fabric has one")
+        return list(fabric.gpus)
+    for k, g in enumerate(wl.gpus):
+        if g not in fabric.graph:
+            raise scenario.error(
+                (*loc, k), f"unknown node {g!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
+            )
+        if fabric.node_kind(g) != "gpu":
+            raise scenario.error((*loc, k), f"{g!r} is a {fabric.node_kind(g)}, not a GPU")
+    return list(wl.gpus)
+
+
+def check_collective_workloads(scenario: Scenario, fabric: Fabric) -> None:
+    """Everything ``start_collective_workloads`` would reject, without a transport."""
+    for i, wl in enumerate(scenario.workloads):
+        if isinstance(wl, CollectiveWorkload):
+            check_collective_gpus(scenario, fabric, i, wl)
+
+
+COLLECTIVE_COLUMNS = (
+    "id",
+    "workload",
+    "name",
+    "operation",
+    "algorithm",
+    "bytes",
+    "n_ranks",
+    "repetition",
+    "t_start_ns",
+    "t_end_ns",
+    "duration_ns",
+    "algbw_GBps",
+    "busbw_GBps",
+    "messages",
+    "chunk_sends",
+    "lower_bound_ns",
+    "result_complete",
+)
+
+
+def collectives_table(records: list[_Record]) -> pd.DataFrame:
+    """One row per collective, in start order; bandwidths as nccl-tests defines them (GB/s)."""
+    rows = []
+    for k, rec in enumerate(records):
+        h = rec.handle
+        duration = h.duration_ns
+        algbw = h.size / duration if duration > 0 else math.nan
+        rows.append(
+            (
+                k,
+                rec.workload,
+                rec.name,
+                h.operation,
+                h.algorithm,
+                h.size,
+                h.n_ranks,
+                rec.repetition,
+                h.start_ns,
+                h.end_ns,
+                duration,
+                algbw,
+                algbw * bus_factor(h.operation, h.n_ranks),
+                len(h.messages),
+                h.chunk_sends,
+                rec.lower_bound_ns,
+                h.done and h.result_complete(),
+            )
+        )
+    table = pd.DataFrame.from_records(rows, columns=list(COLLECTIVE_COLUMNS))
+    return table.astype(
+        {
+            "id": np.int64,
+            "workload": np.int64,
+            "bytes": np.int64,
+            "n_ranks": np.int64,
+            "repetition": np.int64,
+            "messages": np.int64,
+            "chunk_sends": np.int64,
+            "t_start_ns": float,
+            "t_end_ns": float,
+            "duration_ns": float,
+            "algbw_GBps": float,
+            "busbw_GBps": float,
+            "lower_bound_ns": float,
+            "result_complete": bool,
+        }
+    )
+
+
+def collective_metrics(table: pd.DataFrame) -> dict[str, object]:
+    """Report summary: how many ran, how fast the largest ones went, how close to the bound."""
+    if table.empty:
+        return {"count": 0}
+    largest = table[table["bytes"] == table["bytes"].max()]
+    bounded = table.dropna(subset=["lower_bound_ns"])
+    ratio = (bounded["duration_ns"] / bounded["lower_bound_ns"]).replace(np.inf, np.nan)
+    return {
+        "count": len(table),
+        "incomplete": int((~table["result_complete"]).sum()),
+        "smallest_duration_ns": float(table["duration_ns"].min()),
+        "largest_bytes": int(largest["bytes"].iloc[0]),
+        "busbw_at_largest_GBps": float(largest["busbw_GBps"].mean()),
+        "max_busbw_GBps": float(table["busbw_GBps"].max()),
+        "ring_over_lower_bound_at_largest": (
+            float((largest["duration_ns"] / largest["lower_bound_ns"]).mean())
+            if largest["lower_bound_ns"].notna().all()
+            else None
+        ),
+        "ring_over_lower_bound_max": float(ratio.max()) if ratio.notna().any() else None,
+    }

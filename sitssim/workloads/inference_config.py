@@ -1,0 +1,355 @@
+"""Scenario schema of ``kind: inference`` workloads and of the L5 token-pipeline faults.
+
+An inference workload replays LLM requests (a CSV trace or a synthetic generator)
+through an engine whose compute times come from `sitssim.workloads.engine` and
+whose tensor-parallel collectives and pipeline transfers cross the simulated
+fabric (`sitssim.workloads.inference` drives it). Everything here is plain,
+frozen pydantic data; built-in model and GPU names resolve to the
+`sitssim.workloads.catalog` entries, inline mappings are checked by the same
+catalog constructors, so a bad field is reported at its own line.
+
+`sitssim.scenario` imports this module, so it must not import `sitssim.scenario`
+at module level; located errors come from a function-level import.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from sitssim.units import parse_size_bytes, parse_time_ns
+from sitssim.workloads.catalog import (
+    GPUS,
+    MODELS,
+    GpuSpec,
+    ModelConfig,
+    gpu_from_dict,
+    model_from_dict,
+)
+
+PositiveDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)]
+NonNegDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
+PositiveSize = Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
+WeightFormat = Literal["bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]
+
+DEFAULT_MODEL = "Llama-3-8B"
+DEFAULT_GPU = "H100-SXM"
+DEFAULT_DRAFT = "Llama-3.2-1B"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _located(loc: tuple, message: str) -> ValueError:
+    from sitssim.scenario import _LocatedValueError
+
+    return _LocatedValueError(loc, message)
+
+
+def _resolve_model(spec: str | dict[str, Any], loc: tuple) -> ModelConfig:
+    if isinstance(spec, str):
+        if spec not in MODELS:
+            raise _located(loc, f"unknown model {spec!r}; built in: {sorted(MODELS)}")
+        return MODELS[spec]
+    try:
+        return model_from_dict(spec)
+    except (TypeError, ValueError) as exc:
+        raise _located(loc, str(exc)) from None
+
+
+def _resolve_gpu(spec: str | dict[str, Any], loc: tuple) -> GpuSpec:
+    if isinstance(spec, str):
+        if spec not in GPUS:
+            raise _located(loc, f"unknown GPU {spec!r}; built in: {sorted(GPUS)}")
+        return GPUS[spec]
+    try:
+        return gpu_from_dict(spec)
+    except (TypeError, ValueError) as exc:
+        raise _located(loc, str(exc)) from None
+
+
+# --- requests ------------------------------------------------------------------
+
+
+class LengthDistribution(_Strict):
+    """A token count drawn per request: fixed, uniform on [low, high], or log-normal."""
+
+    dist: Literal["fixed", "uniform", "lognormal"]
+    value: PositiveInt | None = None
+    low: PositiveInt | None = None
+    high: PositiveInt | None = None
+    median: PositiveFloat | None = None
+    sigma: PositiveFloat | None = None
+    max: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _parameters(self) -> LengthDistribution:
+        needs = {"fixed": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma")}
+        allowed = {"fixed": set(), "uniform": set(), "lognormal": {"max"}}
+        for key in needs[self.dist]:
+            if getattr(self, key) is None:
+                raise _located((key,), f"distribution {self.dist!r} needs {key!r}")
+        for key in ("value", "low", "high", "median", "sigma", "max"):
+            if (
+                key not in needs[self.dist]
+                and key not in allowed[self.dist]
+                and getattr(self, key) is not None
+            ):
+                raise _located((key,), f"{key!r} does not belong to distribution {self.dist!r}")
+        if self.dist == "uniform" and self.high < self.low:
+            raise _located(("high",), "'high' must be at least 'low'")
+        return self
+
+
+TokenCount = PositiveInt | LengthDistribution
+
+
+class SyntheticRequests(_Strict):
+    """``count`` requests with Poisson or periodic arrivals every ``interval`` (mean)."""
+
+    kind: Literal["generator"]
+    count: PositiveInt
+    prompt_tokens: TokenCount
+    generated_tokens: TokenCount
+    arrivals: Literal["poisson", "periodic"] = "poisson"
+    interval: PositiveDuration
+    start: NonNegDuration = 0.0
+
+
+class TraceRequests(_Strict):
+    """Requests replayed from a CSV trace (path relative to the scenario file)."""
+
+    kind: Literal["trace"]
+    path: str = Field(min_length=1)
+    format: Literal["auto", "azure", "splitwise", "vidur"] = "auto"
+    limit: PositiveInt | None = None
+    time_scale: PositiveFloat = 1.0
+    start: NonNegDuration = 0.0
+
+
+Requests = Annotated[SyntheticRequests | TraceRequests, Field(discriminator="kind")]
+
+
+# --- engine --------------------------------------------------------------------
+
+
+class EfficiencyOptions(_Strict):
+    flops: Annotated[float, Field(gt=0, le=1)] = 0.7
+    bandwidth: Annotated[float, Field(gt=0, le=1)] = 0.8
+
+
+class ActivationOptions(_Strict):
+    """Layer outputs FP8 is tried on: Gaussian or Student-t per layer, or a ``.npz``.
+
+    ``std`` and ``nu`` are one value for every layer or a list with one per layer.
+    """
+
+    distribution: Literal["gaussian", "student_t"] = "gaussian"
+    std: PositiveFloat | list[PositiveFloat] = 1.0
+    nu: Annotated[float, Field(gt=2, allow_inf_nan=False)] | list[float] | None = None
+    npz: str | None = None
+    values: PositiveInt = 16384
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ActivationOptions:
+        if self.npz is not None:
+            for key in ("distribution", "std", "nu"):
+                if key in self.model_fields_set:
+                    raise _located((key,), f"give either 'npz' or {key!r}, not both")
+            return self
+        if self.distribution == "student_t" and self.nu is None:
+            raise _located(("nu",), "a Student-t distribution needs 'nu' (> 2)")
+        if self.distribution == "gaussian" and self.nu is not None:
+            raise _located(("nu",), "'nu' belongs to distribution 'student_t'")
+        if isinstance(self.nu, list) and any(not (math.isfinite(v) and v > 2) for v in self.nu):
+            raise _located(("nu",), "every 'nu' must be a finite number above 2")
+        for key in ("std", "nu"):
+            value = getattr(self, key)
+            if isinstance(value, list) and not value:
+                raise _located((key,), "give at least one value")
+        return self
+
+
+class Fp8Options(_Strict):
+    """The adaptive FP8 policy (E4M3 unless k·σ/scale exceeds its range) and its inputs."""
+
+    k_sigma: PositiveFloat = 6.0
+    scale: PositiveFloat = 1.0
+    activations: ActivationOptions = Field(default_factory=ActivationOptions)
+
+
+class HeadScoreOptions(_Strict):
+    kind: Literal["beta", "lognormal"] = "beta"
+    a: float | list[float] = 2.0
+    b: float | list[float] = 2.0
+
+
+class SparsityOptions(_Strict):
+    """Skip heads scoring below ``head_threshold`` (and layers below ``layer_threshold``)."""
+
+    head_threshold: Annotated[float, Field(allow_inf_nan=False)]
+    layer_threshold: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    scores: HeadScoreOptions = Field(default_factory=HeadScoreOptions)
+
+
+class KvCompressionOptions(_Strict):
+    sink_tokens: NonNegInt = 4
+    window: NonNegInt = 256
+    similarity_threshold: Annotated[float, Field(allow_inf_nan=False)] = 0.9
+    sample_tokens: PositiveInt = 2048
+
+
+class SpeculationOptions(_Strict):
+    draft: str | dict[str, Any] = DEFAULT_DRAFT
+    gamma: PositiveInt
+    alpha: Fraction
+
+    @model_validator(mode="after")
+    def _draft_known(self) -> SpeculationOptions:
+        _resolve_model(self.draft, ("draft",))
+        return self
+
+    def resolved_draft(self) -> ModelConfig:
+        return _resolve_model(self.draft, ("draft",))
+
+
+class EngineOptions(_Strict):
+    weight_format: WeightFormat = "bf16"
+    kv_format: WeightFormat = "bf16"
+    embedding_format: WeightFormat | None = None
+    efficiency: EfficiencyOptions = Field(default_factory=EfficiencyOptions)
+    materialise_scores: bool = False
+    fp8: Fp8Options | None = None
+    sparsity: SparsityOptions | None = None
+    kv_compression: KvCompressionOptions | None = None
+    speculation: SpeculationOptions | None = None
+
+
+class FrameOptions(_Strict):
+    """Token frames: where ``latency_hint`` comes from, and whether emission is paced."""
+
+    latency_hint: Literal["measured", "off"] = "measured"
+    pacing: bool = True
+
+
+# --- the workload --------------------------------------------------------------
+
+
+class InferenceWorkload(_Strict):
+    """LLM inference on a group of GPUs: one tensor-parallel group, or pipeline stages."""
+
+    kind: Literal["inference"]
+    name: str | None = None
+    tenant: NodeName | None = None
+    model: str | dict[str, Any] = DEFAULT_MODEL
+    gpu: str | dict[str, Any] = DEFAULT_GPU
+    gpus: list[NodeName] | PositiveInt | None = None
+    stages: list[list[NodeName]] | None = None
+    batch: PositiveInt = 1
+    batching: Literal["static", "continuous"] = "continuous"
+    requests: Requests
+    engine: EngineOptions = Field(default_factory=EngineOptions)
+    frames: FrameOptions = Field(default_factory=FrameOptions)
+    mhf: Literal["off", "naive", "strip"] = "off"
+    collective: Literal["ring", "tree", "direct", "one_shot"] = "ring"
+    max_message: PositiveSize = 262144
+    min_messages: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InferenceWorkload:
+        model = _resolve_model(self.model, ("model",))
+        _resolve_gpu(self.gpu, ("gpu",))
+        if self.gpus is not None and self.stages is not None:
+            raise _located(("stages",), "give either 'gpus' (one stage) or 'stages', not both")
+        if self.stages is not None:
+            if not self.stages:
+                raise _located(("stages",), "give at least one stage")
+            sizes = {len(stage) for stage in self.stages}
+            if 0 in sizes:
+                raise _located(("stages",), "every stage needs at least one GPU")
+            if len(sizes) > 1:
+                raise _located(
+                    ("stages",), f"every stage needs the same number of GPUs, got {sorted(sizes)}"
+                )
+            if len(self.stages) > model.n_layers:
+                raise _located(
+                    ("stages",),
+                    f"{len(self.stages)} stages for {model.n_layers} layers: at most one "
+                    "stage per layer",
+                )
+            flat = [g for stage in self.stages for g in stage]
+            if len(set(flat)) != len(flat):
+                raise _located(("stages",), "a GPU appears in more than one stage or twice")
+            if self.engine.speculation is not None and len(self.stages) > 1:
+                raise _located(
+                    ("engine", "speculation"),
+                    "speculative decoding is modelled on a single stage (no 'stages' pipeline)",
+                )
+        if isinstance(self.gpus, list):
+            if not self.gpus:
+                raise _located(("gpus",), "give at least one GPU")
+            if len(set(self.gpus)) != len(self.gpus):
+                raise _located(("gpus",), "a GPU is listed twice")
+        tp = self.tensor_parallel
+        if tp is not None:
+            where = ("stages",) if self.stages is not None else ("gpus",)
+            for m in [model] + (
+                [self.engine.speculation.resolved_draft()] if self.engine.speculation else []
+            ):
+                for dim in ("n_heads", "ffn_hidden"):
+                    if getattr(m, dim) % tp:
+                        raise _located(
+                            where,
+                            f"{tp} tensor-parallel GPUs do not divide {dim}="
+                            f"{getattr(m, dim)} of {m.name!r}",
+                        )
+        return self
+
+    @property
+    def tensor_parallel(self) -> int | None:
+        """GPUs per stage, when the scenario fixes it (None: every GPU of the fabric)."""
+        if self.stages is not None:
+            return len(self.stages[0])
+        if isinstance(self.gpus, list):
+            return len(self.gpus)
+        return self.gpus
+
+    def resolved_model(self) -> ModelConfig:
+        return _resolve_model(self.model, ("model",))
+
+    def resolved_gpu(self) -> GpuSpec:
+        return _resolve_gpu(self.gpu, ("gpu",))
+
+
+# --- faults --------------------------------------------------------------------
+
+
+class RenumberTokensFault(_Strict):
+    """A pipeline stage (or the emitter) that rewrites a field of the frames it forwards.
+
+    ``token_id``: the stage numbers the frames it forwards 0, 1, 2, ... ``ts_logical``:
+    it restamps them with its own local time in ns instead of the source's logical clock.
+    """
+
+    kind: Literal["renumber_tokens"]
+    workload: str | None = None
+    stage: NonNegInt | Literal["emitter"]
+    field: Literal["token_id", "ts_logical"] = "token_id"
+
+
+class PacingIgnoresHintFault(_Strict):
+    """An emitter whose pacer spaces every frame by the 5 ms base window, ignoring the hint."""
+
+    kind: Literal["pacing_ignores_hint"]
+    workload: str | None = None
+
+
+TOKEN_FAULTS = (RenumberTokensFault, PacingIgnoresHintFault)

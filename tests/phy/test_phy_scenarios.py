@@ -1,0 +1,136 @@
+"""The shipped L1 scenarios: nominal, lossy, faulty devices, drift; their outputs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from ruamel.yaml import YAML
+from typer.testing import CliRunner
+
+from sitssim.cli import app
+from sitssim.results.vcd import write_vcd
+from sitssim.scenario import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def _plain_yaml(path: Path) -> dict:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def vcd_changes(path: Path) -> dict[tuple[str, str], list[tuple[int, str]]]:
+    """(scope, signal) -> [(time, value)] of a VCD file (vector values as bit strings)."""
+    ids: dict[str, tuple[str, str]] = {}
+    scopes: list[str] = []
+    changes: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    t = 0
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "$scope":
+            scopes.append(parts[2])
+        elif parts[0] == "$upscope":
+            scopes.pop()
+        elif parts[0] == "$var":
+            ids[parts[3]] = (".".join(scopes), parts[4])
+        elif line.startswith("#"):
+            t = int(line[1:])
+        elif line[0] in "bsr" and len(parts) == 2 and parts[1] in ids:
+            changes.setdefault(ids[parts[1]], []).append((t, parts[0][1:]))
+    return changes
+
+
+def test_lossy_links_differs_from_the_nominal_fat_tree_only_in_its_channels() -> None:
+    nominal = _plain_yaml(SCENARIOS / "fat_tree_8gpu.yaml")
+    lossy = _plain_yaml(SCENARIOS / "violations" / "lossy_links.yaml")
+    assert any("channel" in p for p in lossy["links"].values())
+    stripped = copy.deepcopy(lossy)
+    for data in (nominal, stripped):
+        for key in ("name", "description"):
+            data.pop(key)
+        for profile in data["links"].values():
+            profile.pop("channel", None)
+    assert stripped == nominal
+
+
+def test_the_nominal_fat_tree_passes_every_l1_clause(phy: ModuleType) -> None:
+    verdicts = phy.phy_verdicts(load_scenario(SCENARIOS / "fat_tree_8gpu.yaml"))
+    for clause_id, verdict in verdicts.items():
+        expected = "n/a" if clause_id == "phy.retrain_trigger" else "pass"
+        assert verdict.verdict == expected, (clause_id, verdict.detail)
+    assert verdicts["phy.reset_to_l0"].measured < 150
+
+
+def test_lossy_links_miss_200_us_with_names_and_times(phy: ModuleType) -> None:
+    scenario = load_scenario(SCENARIOS / "violations" / "lossy_links.yaml")
+    stage = phy.phy_run(scenario)
+    verdict = phy.phy_verdicts(scenario, stage)["phy.reset_to_l0"]
+    assert verdict.verdict == "fail"
+    late = [t for t in stage.traces if t.first_l0_ns > 200e3]
+    on_time = [t for t in stage.traces if t.first_l0_ns <= 200e3]
+    assert late and on_time
+    for trace in late:
+        assert f"{trace.link.name} at {trace.first_l0_ns / 1e3:.1f} µs" in verdict.detail
+    for trace in on_time:
+        assert trace.link.name + " " not in verdict.detail
+    assert verdict.evidence[0].total == len(late)
+
+
+def test_faulty_phy_fails_exactly_the_three_device_clauses(phy: ModuleType) -> None:
+    verdicts = phy.phy_verdicts(load_scenario(SCENARIOS / "violations" / "faulty_phy.yaml"))
+    failed = {c for c, v in verdicts.items() if v.verdict == "fail"}
+    assert failed == {"phy.eq_level3", "phy.retrain_trigger", "phy.training_sequence"}
+    assert "gpu1-sw1.0" in verdicts["phy.eq_level3"].detail
+    assert "gpu0-sw1.0" in verdicts["phy.retrain_trigger"].detail
+    sequence = verdicts["phy.training_sequence"].detail
+    assert "gpu2-sw1.0" in sequence and "gpu3-sw1.0" in sequence
+
+
+def test_ber_drift_retrains_the_drifted_link_and_the_waves_show_it(
+    phy: ModuleType, tmp_path: Path
+) -> None:
+    scenario = load_scenario(SCENARIOS / "violations" / "ber_drift.yaml")
+    stage = phy.phy_run(scenario)
+    verdicts = phy.phy_verdicts(scenario, stage)
+    assert verdicts["phy.retrain_trigger"].verdict == "pass"
+    states = stage.tables()["link_states"]
+    retrains = states[states["cause"] == "ber_retrain"]
+    assert list(retrains["link"]) == ["gpu0-sw1.0"]
+    assert write_vcd(stage.tables(), tmp_path / "waves.vcd")
+    changes = vcd_changes(tmp_path / "waves.vcd")
+    ltssm = changes[("links.gpu0-sw1_0", "ltssm")]
+    t_ps = round(float(retrains["t_enter_ns"].iloc[0]) * 1000)
+    assert (t_ps, "Recovery.RcvrLock") in ltssm
+    assert ltssm[-1][1] == "L0" and ltssm[-1][0] > t_ps
+    phases = [v for t, v in changes[("links.gpu0-sw1_0", "eq_phase")] if t > t_ps]
+    assert phases[:5] == ["0", "1", "10", "11", "x"]
+    assert any(float(v) > 1e-6 for _, v in changes[("links.gpu0-sw1_0", "ber")])
+
+
+@pytest.fixture(scope="module")
+def drift_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("drift")
+    scenario = folder / "drift.yaml"
+    scenario.write_text(
+        "version: 1\nname: star_drift\nduration: 5ms\n"
+        "topology:\n  kind: graph\n  nodes:\n    - {id: s0, kind: switch}\n"
+        "    - {id: gpu0, kind: gpu}\n    - {id: gpu1, kind: gpu}\n"
+        "  edges:\n    - {a: gpu0, b: s0}\n    - {a: gpu1, b: s0}\n"
+        "drift:\n  - {link: gpu0-s0, start: 1ms, snr_db: 20dB}\n"
+    )
+    result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(folder / "out")])
+    assert result.exit_code == 0, result.output
+    return folder / "out"
+
+
+def test_a_run_writes_waves_and_the_phy_figures(drift_run: Path) -> None:
+    for name in ("waves.vcd", "figures/training_gantt.png", "figures/eye_diagrams.png"):
+        assert (drift_run / name).stat().st_size > 0, name
+    for table in ("link_states", "eq", "ber_windows", "cdr", "training_sets", "symbol_timing"):
+        assert (drift_run / f"{table}.parquet").exists(), table
+    ltssm = vcd_changes(drift_run / "waves.vcd")[("links.gpu0-s0", "ltssm")]
+    assert [v for _, v in ltssm].count("L0") == 2
