@@ -536,9 +536,17 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
 
 
 def _unwrap(annotation: Any) -> Any:
-    while get_origin(annotation) is Annotated:
-        annotation = get_args(annotation)[0]
-    return annotation
+    """Strip ``Annotated`` and ``Optional``: ``Annotated[Model | None, ...]`` -> ``Model``."""
+    while True:
+        if get_origin(annotation) is Annotated:
+            annotation = get_args(annotation)[0]
+        elif get_origin(annotation) in (Union, UnionType) and type(None) in get_args(annotation):
+            rest = [a for a in get_args(annotation) if a is not type(None)]
+            if len(rest) != 1:
+                return annotation
+            annotation = rest[0]
+        else:
+            return annotation
 
 
 def _annotation_at(loc: tuple) -> Any:

@@ -15,7 +15,7 @@ import sitssim.spec.fabric_clauses  # (registers the L3 judges)
 import sitssim.spec.link_clauses  # (registers the L2 CDC judges)
 import sitssim.spec.phy_clauses  # (registers the L1 judges)
 import sitssim.spec.token_clauses  # noqa: F401  (registers the L5 token judges)
-from sitssim.fabric.clock_sync import CLOCK_KIND_NAMES, attach_clocks
+from sitssim.fabric.clock_sync import attach_clocks
 from sitssim.fabric.oracles import ThroughputBound, throughput_bound, zero_load_latency_ns
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric, build_fabric
@@ -80,7 +80,7 @@ def _messages_table(
             "msg_id": np.arange(len(size), dtype=np.int64),
             "kind": pd.Categorical.from_codes(
                 np.asarray(transport.kind, dtype=np.int64),
-                categories=[*KIND_NAMES, *CLOCK_KIND_NAMES],
+                categories=list(KIND_NAMES),
             ),
             "workload": np.asarray(transport.workload, dtype=np.int64),
             "src": pd.Categorical.from_codes(

@@ -68,7 +68,7 @@ from sitssim.fabric.clock_params import (
 from sitssim.fabric.clocks import NS_PER_MS, DeviceClock, Stamper, build_clocks
 from sitssim.link.ordered_sets import UnstampedSets, ordered_sets_table
 from sitssim.units import format_time_ns
-from sitssim.workloads.synthetic import KIND_NAMES
+from sitssim.workloads.synthetic import KIND_CLOCK_SYNC, KIND_FENCE
 
 if TYPE_CHECKING:
     import simpy
@@ -77,10 +77,6 @@ if TYPE_CHECKING:
     from sitssim.fabric.transport import Transport
     from sitssim.scenario import Scenario
 
-# Message kinds continue the workloads' numbering (see sitssim.simulation's messages table).
-CLOCK_KIND_NAMES = ("clock_sync", "fence")
-KIND_CLOCK_SYNC = len(KIND_NAMES)
-KIND_FENCE = len(KIND_NAMES) + 1
 NO_WORKLOAD = -1
 SYNC_BYTES = 16
 DELAY_REQ_BYTES = 16

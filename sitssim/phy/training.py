@@ -21,6 +21,11 @@ signal-level simulation of the link's channel:
 * the receiver's PRBS31 checker verifies the training sequences it received
   after EQ (the final evaluation blocks: the sets it decides and checks).
 
+Bit lock in Polling.Active, before any EQ, is not simulated at the signal level:
+the modelled receiver has no CTLE, and a bang-bang CDR on the raw channel locks
+reliably only up to about 4 dB of loss. Polling.Active lasts the 1024 training
+sets it must send.
+
 Step *costs* are the device profile's (``profile.PhyCosts``). The UI is the
 link's own symbol period (bits per symbol / rate), so the recorded symbol
 timing is what ``phy.symbol_rate`` measures. The number of ordered sets per

@@ -93,12 +93,12 @@ def training_gantt(tables: dict[str, pd.DataFrame], title: str, path: Path) -> b
         handles=[Patch(color=c, label=k) for k, c in _COLOURS.items() if k != "other"],
         fontsize="x-small",
         ncol=5,
-        loc="lower center",
-        bbox_to_anchor=(0.5, 1.06),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12),
     )
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return True
 

@@ -34,10 +34,13 @@ import numpy as np
 from sitssim.fabric.topology import Fabric
 from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
 
+# Every message kind of a run, one list so that no two layers can take the same code.
 KIND_DATA = 0
 KIND_PROBE_REQUEST = 1
 KIND_PROBE_COMPLETION = 2
-KIND_NAMES = ("data", "probe_request", "probe_completion")
+KIND_CLOCK_SYNC = 3
+KIND_FENCE = 4
+KIND_NAMES = ("data", "probe_request", "probe_completion", "clock_sync", "fence")
 
 
 def component_rng(seed: int, *name: object) -> np.random.Generator:

@@ -1,0 +1,5 @@
+"""``python -m sitssim`` runs the command line."""
+
+from sitssim.cli import main
+
+main()
