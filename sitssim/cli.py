@@ -212,12 +212,14 @@ def validate(scenario: ScenarioArg) -> int:
     from sitssim.scenario import load_scenario
     from sitssim.workloads.collectives import check_collective_workloads
     from sitssim.workloads.inference import check_inference_workloads
+    from sitssim.workloads.requests import check_transaction_workloads
     from sitssim.workloads.synthetic import build_schedule
 
     loaded = load_scenario(scenario)
     fabric = build_fabric(loaded)
     check_collective_workloads(loaded, fabric)
     check_inference_workloads(loaded, fabric)
+    check_transaction_workloads(loaded, fabric)
     check_clock_references(loaded, fabric)
     check_phy_references(loaded, fabric)
     build_schedule(loaded, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
@@ -314,8 +316,9 @@ def study_ber_latency(
         bers = tuple(float(b) for b in ber.split(","))
         cap = parse_time_ns(max_duration) if max_duration is not None else None
     except (ValueError, UnitError) as exc:
-        raise InputError(f"expected BERs like 1e-6,1e-5 and a time like 2ms: {exc}",
-                         field="--ber/--max-duration") from None
+        raise InputError(
+            f"expected BERs like 1e-6,1e-5 and a time like 2ms: {exc}", field="--ber/--max-duration"
+        ) from None
     if not all(0 < b <= 1 for b in bers):
         raise InputError("every BER must lie in (0, 1]", field="--ber")
     loaded = load_scenario(scenario)

@@ -65,6 +65,7 @@ from sitssim.workloads.inference_config import (
     SyntheticRequests,
     TraceRequests,
 )
+from sitssim.workloads.requests import TransactionWorkload
 
 SCHEMA_VERSION = 1
 
@@ -321,7 +322,13 @@ class ProbeWorkload(_Strict):
 
 
 Workload = Annotated[
-    Union[SyntheticWorkload, ProbeWorkload, CollectiveWorkload, InferenceWorkload],  # noqa: UP007
+    Union[  # noqa: UP007
+        SyntheticWorkload,
+        ProbeWorkload,
+        CollectiveWorkload,
+        InferenceWorkload,
+        TransactionWorkload,
+    ],
     Field(discriminator="kind"),
 ]
 
@@ -526,6 +533,7 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
     "ordered_set_without_stamp": OrderedSetWithoutStamp,
     "collective": CollectiveWorkload,
     "inference": InferenceWorkload,
+    "transactions": TransactionWorkload,
     "generator": SyntheticRequests,
     "trace": TraceRequests,
     "renumber_tokens": RenumberTokensFault,

@@ -21,6 +21,7 @@ from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.link.cdc_stage import cdc_tables
+from sitssim.link.credit_stage import build_credit_stage
 from sitssim.link.flit_stage import build_flit_stage
 from sitssim.phy.stage import run_phy
 from sitssim.scenario import ProbeWorkload, Scenario
@@ -34,6 +35,11 @@ from sitssim.workloads.inference import (
     inference_metrics,
     inference_tables,
     start_inference_workloads,
+)
+from sitssim.workloads.requests import (
+    start_transaction_workloads,
+    transaction_probe_rows,
+    transaction_tables,
 )
 from sitssim.workloads.synthetic import (
     KIND_DATA,
@@ -236,14 +242,24 @@ def simulate(
     }
     router = Router(fabric)
     flit = build_flit_stage(scenario, fabric)
+    credit = build_credit_stage(scenario, fabric)
     transport = Transport(
-        simpy.Environment(), fabric, router, nodes, schedule, probe_params, flit.links
+        simpy.Environment(),
+        fabric,
+        router,
+        nodes,
+        schedule,
+        probe_params,
+        flit.links,
+        credit.links,
     )
     phy.apply_outages(transport)
     collective_runs = start_collective_workloads(scenario, fabric, transport)
     clock_stage = attach_clocks(scenario, fabric, transport)
     inference = start_inference_workloads(scenario, fabric, transport)
+    transactions = start_transaction_workloads(scenario, fabric, transport)
     transport.run(progress)
+    credit.check_returned()
     delivered = np.asarray(transport.t_deliver, dtype=float)
     simulated_ns = float(max(scenario.duration, delivered.max() if len(delivered) else 0.0))
     simulated_ns = max([simulated_ns, *(d.end_ns for d in inference)])
@@ -251,11 +267,21 @@ def simulate(
     tables: dict[str, pd.DataFrame] = {}
     tables["messages"] = _messages_table(transport, router, fabric, scenario)
     tables["probes"] = _probes_table(tables["messages"])
+    if transactions:
+        tables.update(transaction_tables(transactions))
+        tables["probes"] = pd.concat(
+            [
+                tables["probes"],
+                transaction_probe_rows(tables["transactions"], tables["messages"]),
+            ],
+            ignore_index=True,
+        )
     tables["links"] = _links_table(transport, fabric, simulated_ns)
     tables["nodes"] = _nodes_table(fabric)
     tables.update(phy.tables())
     tables.update(cdc)
     tables.update(flit.tables())
+    tables.update(credit.tables())
     if clock_stage is not None:
         tables.update(clock_stage.tables(simulated_ns))
     if collective_runs:
@@ -267,7 +293,7 @@ def simulate(
     verdicts = judge_all(ctx)
     metrics = _metrics(tables, bound, scenario, simulated_ns)
     metrics["phy"] = phy.metrics()
-    metrics["link_layer"] = flit.metrics()
+    metrics["link_layer"] = {**flit.metrics(), **credit.metrics()}
     if "collectives" in tables:
         metrics["collectives"] = collective_metrics(tables["collectives"])
     if inference:

@@ -29,6 +29,7 @@ chain of timeouts.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 
@@ -37,6 +38,8 @@ import simpy
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
+from sitssim.link.credit_stage import FC_CLASS_OF_KIND, CreditLink
+from sitssim.link.credits import FcClass, UpdateFC
 from sitssim.link.flit_link import FlitLink
 from sitssim.workloads.synthetic import (
     KIND_PROBE_COMPLETION,
@@ -76,14 +79,19 @@ class _Port:
     """
 
     __slots__ = (
+        "busy",
         "busy_ns",
         "bytes",
+        "credit",
         "free_at",
         "fwd_delay",
+        "index",
         "inv_bw",
+        "last_start",
         "link",
         "messages",
         "outages",
+        "queue",
         "reverse",
     )
 
@@ -97,6 +105,11 @@ class _Port:
         self.outages: list[tuple[float, float]] = []
         self.link: FlitLink | None = None
         self.reverse: _Port | None = None
+        self.credit: CreditLink | None = None
+        self.queue: deque[int] = deque()
+        self.busy = False
+        self.index = -1
+        self.last_start = 0.0
 
     def add_outage(self, start_ns: float, end_ns: float) -> None:
         self.outages.append((start_ns, end_ns))
@@ -119,6 +132,7 @@ class _Port:
             if self.reverse is not None:
                 for down, up in self.link.recoveries[recoveries:]:
                     self.reverse.add_outage(down, up)
+        self.last_start = start
         self.free_at = start + service
         self.busy_ns += service
         self.bytes += size
@@ -136,6 +150,7 @@ class Transport:
         schedule: Schedule,
         probe_params: dict[int, tuple[float, int]],
         flit_links: list[FlitLink | None] | None = None,
+        credit_links: list[CreditLink | None] | None = None,
     ) -> None:
         self.env = env
         self.fabric = fabric
@@ -149,8 +164,11 @@ class Transport:
             )
         for ch, port in zip(fabric.channels, self.ports, strict=True):
             port.reverse = self.ports[fabric.channel_index[(ch.dst, ch.src)]]
+            port.index = ch.id
             if flit_links is not None:
                 port.link = flit_links[ch.id]
+            if credit_links is not None:
+                port.credit = credit_links[ch.id]
         self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
         self._probe_params = probe_params
         self._on_deliver: dict[int, Callable[[int], None]] = {}
@@ -253,19 +271,81 @@ class Transport:
     # --- ports -----------------------------------------------------------------
 
     def _send(self, port: _Port, msg: int) -> None:
+        if port.credit is not None:
+            port.queue.append(msg)
+            self._try_start(port)
+            return
         env = self.env
         now = env.now
         env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
+        hop = self._hop[msg]
+        if hop:
+            came_on = self._ports_of[msg][hop - 1]
+            if came_on.credit is not None:
+                # The message leaves the buffer it waits in when its serialisation starts.
+                env.schedule(
+                    _Hop(partial(self._release_at, came_on), msg), delay=port.last_start - now
+                )
 
     def _arrive(self, ev: _Hop) -> None:
         msg = ev.msg
         hop = self._hop[msg] + 1
         self._hop[msg] = hop
         ports = self._ports_of[msg]
+        came_on = ports[hop - 1]
+        if came_on.credit is not None:
+            came_on.credit.receiver.receive(*self._held(came_on, msg), self.env.now)
         if hop < len(ports):
             self._send(ports[hop], msg)
         else:
+            if came_on.credit is not None:
+                self._release(came_on, msg)
             self._deliver(msg)
+
+    # --- flow control (ports whose far end advertises finite credits) ---------
+
+    def _held(self, port: _Port, msg: int) -> tuple[FcClass, int]:
+        """The credit class and the bytes of buffer a message holds behind ``port``."""
+        return FC_CLASS_OF_KIND[self.kind[msg]], min(self.size[msg], port.credit.max_payload)
+
+    def _try_start(self, port: _Port) -> None:
+        """Start the head of a credited port's queue if the port is idle and credit allows."""
+        if port.busy or not port.queue:
+            return
+        env = self.env
+        now = env.now
+        msg = port.queue[0]
+        if not port.credit.sender.try_consume(*self._held(port, msg), now):
+            return
+        port.queue.popleft()
+        port.busy = True
+        hop = self._hop[msg]
+        if hop:
+            came_on = self._ports_of[msg][hop - 1]
+            if came_on.credit is not None:
+                self._release(came_on, msg)
+        env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
+        env.schedule(_Hop(self._port_free, port.index), delay=port.free_at - now)
+
+    def _port_free(self, ev: _Hop) -> None:
+        port = self.ports[ev.msg]
+        port.busy = False
+        self._try_start(port)
+
+    def _release_at(self, came_on: _Port, ev: _Hop) -> None:
+        self._release(came_on, ev.msg)
+
+    def _release(self, came_on: _Port, msg: int) -> None:
+        """``msg`` left the buffer behind ``came_on``; its UpdateFC travels back."""
+        credit = came_on.credit
+        for update in credit.receiver.release(*self._held(came_on, msg), self.env.now):
+            self.env.schedule(
+                _Hop(partial(self._credit_returned, came_on, update), -1), delay=credit.return_ns
+            )
+
+    def _credit_returned(self, port: _Port, update: UpdateFC, _ev: _Hop) -> None:
+        port.credit.sender.on_update_fc(update, self.env.now)
+        self._try_start(port)
 
     def _deliver(self, msg: int) -> None:
         if not math.isnan(self.t_deliver[msg]):

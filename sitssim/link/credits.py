@@ -74,10 +74,16 @@ class FcClass(Enum):
     NP = "NP"
     CPL = "Cpl"
 
+    # Members are singletons compared by identity, so the identity hash is consistent;
+    # Enum's own __hash__ (a Python-level call) dominated the credit cores' cost per TLP.
+    __hash__ = object.__hash__
+
 
 class CreditKind(Enum):
     HDR = "hdr"
     DATA = "data"
+
+    __hash__ = object.__hash__
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,8 @@ class CreditInvariantError(RuntimeError):
 
 
 _KEYS: Final = tuple((c, k) for c in FcClass for k in CreditKind)
+# Iterating an Enum class is a Python-level call per step; the hot paths use this tuple.
+_KINDS: Final = tuple(CreditKind)
 
 
 def _validated(advertisement: Mapping[FcClass, ClassCredits]) -> dict[FcClass, ClassCredits]:
@@ -236,7 +244,7 @@ class CreditSender:
         """Apply a credit return from the receiver."""
         self._clock.advance(now_ns)
         fc_class = update.fc_class
-        for kind in CreditKind:
+        for kind in _KINDS:
             key = (fc_class, kind)
             if not self._finite[key]:
                 continue
@@ -265,7 +273,7 @@ class CreditSender:
         )
 
     def _charge(self, fc_class: FcClass, cost: ClassCredits) -> None:
-        for kind in CreditKind:
+        for kind in _KINDS:
             key = (fc_class, kind)
             if self._finite[key]:
                 self._consumed[key] += cost.of(kind)
@@ -338,7 +346,7 @@ class CreditReceiver:
         """A TLP arrived and occupies buffer space."""
         self._clock.advance(now_ns)
         cost = tlp_credits(payload_bytes)
-        for kind in CreditKind:
+        for kind in _KINDS:
             key = (fc_class, kind)
             if not self._finite[key]:
                 continue
@@ -354,7 +362,7 @@ class CreditReceiver:
         """The far end took a TLP out of the buffer; returns an UpdateFC if one is due now."""
         self._clock.advance(now_ns)
         cost = tlp_credits(payload_bytes)
-        for kind in CreditKind:
+        for kind in _KINDS:
             key = (fc_class, kind)
             if not self._finite[key]:
                 continue
@@ -378,7 +386,7 @@ class CreditReceiver:
         return [self._update(c, now_ns) for c in due]
 
     def _update(self, fc_class: FcClass, now_ns: float) -> UpdateFC:
-        for kind in CreditKind:
+        for kind in _KINDS:
             key = (fc_class, kind)
             self._advertised_freed[key] = self._freed[key]
         self._due_ns[fc_class] = now_ns + self.update_interval_ns

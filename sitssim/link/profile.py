@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from sitssim.link.cdc_profile import CdcProfile
+from sitssim.link.credit_profile import CreditProfile
 from sitssim.link.flit_profile import FlitProfile
 
 
@@ -21,3 +22,4 @@ class LinkLayer(BaseModel):
     # costs about a second per distinct FIFO design, which scenarios opt into.
     cdc: CdcProfile = Field(default_factory=CdcProfile.disabled)
     flit: FlitProfile = Field(default_factory=FlitProfile)
+    credits: CreditProfile = Field(default_factory=CreditProfile)

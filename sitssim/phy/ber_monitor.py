@@ -5,7 +5,7 @@ Theory of operation
 From the moment a link enters L0 its receivers count bit errors over
 back-to-back *training cycles* of ``training_cycle_bits`` bits each (the
 device's window, 1e9 by default; at 64 GT/s x 16 lanes one cycle lasts about
-0.98 µs). A cycle's error count is drawn binomially from the bits and the
+0.98 ms). A cycle's error count is drawn binomially from the bits and the
 receiver's BER during that cycle, so a BER of 1e-30 gives no errors and one of
 1e-5 about 10^4, with the spread a real counter shows.
 

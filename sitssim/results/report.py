@@ -102,7 +102,8 @@ def write_results(result: RunResult, out: Path, wall_s: float, figures: bool = T
         for name, table in result.tables.items():
             table.to_parquet(staging / f"{name}.parquet", index=False)
         write_trace(result.tables, staging / "trace.json")
-        write_vcd(result.tables, staging / "waves.vcd")
+        phy = result.metrics.get("phy") or {}
+        write_vcd(result.tables, staging / "waves.vcd", phy.get("traffic_start_ns") or 0.0)
         if figures:
             write_figures(result, staging / "figures")
             write_phy_figures(result.tables, result.scenario.name, staging / "figures")

@@ -8,6 +8,12 @@ because VCD viewers split scopes on '.'), holding:
 * ``ber``: the worse direction's measured BER of the last training cycle
   (errors / bits, updated at the end of each cycle; 0 before the first).
 
+and one scope per link direction that saw link-layer trouble
+(``channels.<src>_to_<dst>``), holding ``replays`` (a running count of replay,
+Nak-timeout and Recovery events) and ``credit_stall`` (1 while the sender has
+a class stalled for lack of flow-control credit). Those events happen on the
+traffic clock and are shifted by ``traffic_start_ns`` onto the PHY clock.
+
 Time is the PHY clock (0 = the reset) in picoseconds. The file is written from
 the run's tables only, and carries no wall-clock date, so it is reproducible.
 """
@@ -35,11 +41,34 @@ def _scope(link: str) -> str:
     return "links." + link.replace(".", "_")
 
 
-def write_vcd(tables: dict[str, pd.DataFrame], path: Path) -> bool:
+def _channel_changes(
+    tables: dict[str, pd.DataFrame], traffic_start_ns: float
+) -> dict[str, list[tuple[int, str, int]]]:
+    """Per channel name, (time ps, signal, value) changes of replays and credit stalls."""
+    out: dict[str, list[tuple[int, str, int]]] = {}
+    replays = tables.get("replays")
+    if replays is not None:
+        for name, group in replays.groupby("link", sort=True):
+            times = sorted(group["t_ns"])
+            out.setdefault(name, []).extend(
+                (_ps(t + traffic_start_ns), "replays", k + 1) for k, t in enumerate(times)
+            )
+    stalls = tables.get("credits")
+    if stalls is not None:
+        for name, group in stalls.groupby("link", sort=True):
+            changes = out.setdefault(name, [])
+            for r in group.itertuples():
+                changes.append((_ps(r.start_ns + traffic_start_ns), "credit_stall", 1))
+                changes.append((_ps(r.end_ns + traffic_start_ns), "credit_stall", 0))
+    return out
+
+
+def write_vcd(tables: dict[str, pd.DataFrame], path: Path, traffic_start_ns: float = 0.0) -> bool:
     """Write the waves of ``tables`` to ``path``; False (nothing written) without PHY tables."""
     states = tables.get("link_states")
     if states is None or states.empty:
         return False
+    channel_changes = _channel_changes(tables, traffic_start_ns)
     windows = tables.get("ber_windows", pd.DataFrame(columns=["link", "t_ns", "bits", "errors"]))
     phase_of = {state.value: i for i, state in enumerate(EQ_PHASES)}
     changes: list[tuple[int, int, str, Any]] = []
@@ -76,7 +105,20 @@ def write_vcd(tables: dict[str, pd.DataFrame], path: Path) -> bool:
                     "ber": writer.register_var(scope, "ber", "real", init=0.0),
                 }
             )
+        for name in sorted(channel_changes):
+            scope = "channels." + name.replace(">", "_to_").replace(".", "_")
+            channel = {
+                "replays": writer.register_var(scope, "replays", "integer", size=32, init=0),
+                "credit_stall": writer.register_var(scope, "credit_stall", "wire", size=1, init=0),
+            }
+            for t, signal, value in channel_changes[name]:
+                changes.append((t, -1, signal, (channel, value)))
+        changes.sort(key=lambda c: (c[0], c[1]))
         for t, order, name, value in changes:
+            if order < 0:
+                channel, value = value
+                writer.change(channel[name], t, value)
+                continue
             if isinstance(value, float) and not math.isfinite(value):
                 continue
             writer.change(signals[order][name], t, value)

@@ -1,0 +1,99 @@
+"""Cost of the link layer: the saturated fat tree with flits, replay and credits on vs off.
+
+Issue 4's target: with flit-mode replay and credit flow control switched on, the transport
+keeps at least 50 % of the foundation's hop-events per second. Both configurations run the
+same injection schedule, interleaved, in one process; the ratio of their medians is what
+counts (absolute rates on a shared machine are noise).
+
+    python benchmarks/bench_link_layer.py [--messages 60000] [--ber 1e-6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import simpy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_transport import Setup, _timed, build, saturating_scenario
+
+from sitssim.fabric.transport import Transport
+from sitssim.link.credit_stage import build_credit_stage
+from sitssim.link.flit_stage import build_flit_stage
+from sitssim.scenario import Scenario
+
+TARGET = 0.5
+
+
+def with_link_layer(scenario: Scenario, ber: float, hdr: int, data: int) -> Scenario:
+    link_layer = scenario.link_layer.model_copy(
+        update={
+            "flit": scenario.link_layer.flit.model_copy(update={"pre_fec_ber": ber}),
+            "credits": scenario.link_layer.credits.model_copy(
+                update={"header_credits": hdr, "data_credits": data}
+            ),
+        }
+    )
+    return scenario.model_copy(update={"link_layer": link_layer})
+
+
+def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, int]:
+    """Wall seconds of one ``Transport.run`` (link layer from ``scenario``, or none)."""
+    flit = credit = None
+    if scenario is not None:
+        flit = build_flit_stage(scenario, setup.fabric).links
+        credit = build_credit_stage(scenario, setup.fabric).links
+    transport = Transport(
+        simpy.Environment(),
+        setup.fabric,
+        setup.router,
+        setup.nodes,
+        setup.schedule,
+        {},
+        flit,
+        credit,
+    )
+    wall, _ = _timed(transport.run)
+    return wall, len(transport.src)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=60_000)
+    parser.add_argument("--load", type=float, default=0.95)
+    parser.add_argument("--ber", type=float, default=1e-6, help="pre-FEC BER of every link")
+    parser.add_argument("--header-credits", type=int, default=32)
+    parser.add_argument("--data-credits", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    setup = build(args.messages, args.load, seed=1)
+    scenario = with_link_layer(
+        saturating_scenario(args.messages, args.load, 1),
+        args.ber,
+        args.header_credits,
+        args.data_credits,
+    )
+    plain, full = [], []
+    for _ in range(args.repeats):
+        plain.append(run_once(setup, None)[0])
+        full.append(run_once(setup, scenario)[0])
+    rate_plain = setup.hop_events / statistics.median(plain)
+    rate_full = setup.hop_events / statistics.median(full)
+    ratio = rate_full / rate_plain
+    print(f"workload        : {len(setup.schedule):,} messages, {setup.hop_events:,} hop-events")
+    print(f"foundation      : {rate_plain:12,.0f} hop-events/s")
+    print(
+        f"flits+credits   : {rate_full:12,.0f} hop-events/s  (BER {args.ber:g}, "
+        f"{args.header_credits} hdr / {args.data_credits} data credits per class)"
+    )
+    verdict = "met" if ratio >= TARGET else "MISSED"
+    print(f"ratio           : {ratio:8.2f}   (target >= {TARGET:g}) [{verdict}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

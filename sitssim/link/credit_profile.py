@@ -1,0 +1,48 @@
+"""Scenario model for flow-control credits: the ``link_layer.credits`` block.
+
+Kept free of ``sitssim.scenario`` imports, because the scenario module imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from sitssim.link.credits import DATA_CREDIT_BYTES, SPEC_MAX_UPDATE_INTERVAL_NS
+from sitssim.units import parse_size_bytes, parse_time_ns
+
+Credits = Annotated[int, Field(ge=1, strict=True)] | Literal["infinite"]
+
+
+class CreditProfile(BaseModel):
+    """Receive buffers behind every link direction, advertised as P / NP / Cpl credits.
+
+    Each class gets ``header_credits`` and ``data_credits`` (16 B each); ``infinite`` is
+    PCIe's InitFC value 0 and turns flow control off for that kind. A message holds credits
+    for at most one ``max_payload`` TLP: longer messages stream through the buffer.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    header_credits: Credits = "infinite"
+    data_credits: Credits = "infinite"
+    max_payload: Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)] = 4096
+    update_delay: Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)] = 10.0
+    update_interval: Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)] = (
+        SPEC_MAX_UPDATE_INTERVAL_NS
+    )
+
+    @model_validator(mode="after")
+    def _holds_one_tlp(self) -> CreditProfile:
+        needed = -(-self.max_payload // DATA_CREDIT_BYTES)
+        if self.data_credits != "infinite" and self.data_credits < needed:
+            raise ValueError(
+                f"data_credits {self.data_credits} cannot hold one {self.max_payload} B TLP "
+                f"(needs {needed} credits of {DATA_CREDIT_BYTES} B)"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.header_credits != "infinite" or self.data_credits != "infinite"

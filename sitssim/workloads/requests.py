@@ -1,0 +1,479 @@
+"""Ordered memory transactions on the request path: ATS, PCIe ordering and a reorder buffer.
+
+Theory of operation
+-------------------
+A ``kind: transactions`` workload is one requester (the root complex by
+default) issuing memory writes (posted) and reads (non-posted) to target
+GPUs. Per target, transactions become *ready* at Poisson times, in program
+order at the requester's egress; each is a read with ``read_fraction``.
+
+1. **Translation.** Every request's address goes through the requester's
+   address-translation cache: a hit (probability ``atc_hit_ratio``) costs
+   nothing, a miss costs ``atc_miss_latency`` (the translation request to the
+   translation agent and back, modelled as a delay). An untranslated request
+   cannot leave, and it holds back whatever the ordering rules forbid to pass it.
+2. **Ordering.** ``sitssim.fabric.ordering.EgressQueue`` decides which pending
+   requests may be issued, under the PCIe ordering table with each request's
+   relaxed-ordering and ID-based-ordering bits; ``requester_ids`` functions
+   share the egress (IDO only separates different IDs).
+3. **Reorder buffer.** A read takes a tag of the requester's reorder buffer at
+   issue; its completion comes back through the fabric after the completer's
+   ``turnaround``, possibly overtaking earlier reads' completions from other
+   GPUs, and is released in issue order. With every tag in use, no read is
+   issued: the intervals in which a read was ready and allowed by ordering but
+   had no tag are the ``rob_stalls`` table.
+
+Requests and completions are ordinary transport messages (kind ``data``,
+``workload`` = this workload's index). ``transaction_probe_rows`` adds every
+completed read to the ``probes`` table as a round trip seen by the requester:
+from ready to release, so ``fabric.tso_window`` covers translation, ordering
+and reorder-buffer waits as well as the fabric's round trip.
+
+``sitssim.scenario`` imports this module for ``TransactionWorkload``, so
+nothing here may import the scenario, the topology or the synthetic workloads
+at module level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp, TxnClass
+from sitssim.units import parse_size_bytes, parse_time_ns
+
+if TYPE_CHECKING:
+    from sitssim.fabric.topology import Fabric
+    from sitssim.fabric.transport import Transport
+    from sitssim.scenario import Scenario
+
+PositiveSize = Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)]
+NonNegDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
+PositiveDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
+
+
+def _located(loc: tuple, message: str) -> ValueError:
+    # Deferred: the scenario module imports this one.
+    from sitssim.scenario import _LocatedValueError
+
+    return _LocatedValueError(loc, message)
+
+
+class TransactionWorkload(BaseModel):
+    """Reads and writes from one requester through ATS, the ordering rules and a reorder buffer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["transactions"]
+    name: str | None = None
+    requester: NodeName | None = None
+    targets: list[NodeName] | None = None
+    interval: PositiveDuration = Field(description="mean time between transactions per target")
+    read_fraction: Fraction = 0.5
+    request_bytes: PositiveSize = 32
+    write_bytes: PositiveSize = 256
+    completion_bytes: PositiveSize = 256
+    turnaround: NonNegDuration = 0.0
+    relaxed_ordering: Fraction = 0.0
+    id_based_ordering: Fraction = 0.0
+    requester_ids: PositiveInt = 1
+    rob_depth: PositiveInt = 32
+    atc_hit_ratio: Fraction = 1.0
+    atc_miss_latency: NonNegDuration | None = None
+    start: NonNegDuration = 0.0
+    stop: PositiveDuration | None = None
+    tenant: NodeName | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TransactionWorkload:
+        if self.atc_hit_ratio < 1 and self.atc_miss_latency is None:
+            raise _located(
+                ("atc_miss_latency",),
+                "an ATC hit ratio below 1 needs 'atc_miss_latency' (the cost of a miss)",
+            )
+        if self.stop is not None and self.stop <= self.start:
+            raise _located(("stop",), "'stop' must come after 'start'")
+        if self.targets is not None:
+            if not self.targets:
+                raise _located(("targets",), "give at least one target")
+            for k, t in enumerate(self.targets):
+                if t in self.targets[:k]:
+                    raise _located(("targets", k), f"target {t!r} is listed twice")
+        return self
+
+
+@dataclass
+class _Txn:
+    tlp: Tlp
+    target: int
+    t_ready: float
+    atc_hit: bool
+    translated: bool = False
+    request_msg: int = -1
+    completion_msg: int = -1
+    t_issue: float = math.nan
+    t_complete: float = math.nan
+    t_release: float = math.nan
+    tag: int = -1
+
+
+@dataclass
+class TransactionRun:
+    """One workload's requester, filled in as the run goes."""
+
+    index: int
+    wl: TransactionWorkload
+    requester: str
+    requester_node: int
+    targets: list[str]
+    target_nodes: list[int]
+    tenant: int
+    transport: Transport
+    txns: list[_Txn] = field(default_factory=list)
+    queue: EgressQueue = field(default_factory=EgressQueue)
+    rob: ReorderBuffer | None = None
+    stalls: list[tuple[float, float]] = field(default_factory=list)
+    _stall_since: float | None = None
+    _rob_full_seen: bool = False
+
+    def arm(self, scenario: Scenario) -> None:
+        from sitssim.workloads.synthetic import KIND_DATA, component_rng
+
+        self._kind = KIND_DATA
+        self.rob = ReorderBuffer(self.wl.rob_depth)
+        wl = self.wl
+        name = wl.name or f"#{self.index}"
+        stop = wl.stop if wl.stop is not None else scenario.duration
+        times, targets = [], []
+        for k, _ in enumerate(self.targets):
+            rng = component_rng(scenario.seed, "transactions", name, "target", k)
+            t = _poisson(rng, wl.start, stop, wl.interval)
+            times.append(t)
+            targets.append(np.full(len(t), k))
+        t_ready = np.concatenate(times) if times else np.zeros(0)
+        target = np.concatenate(targets).astype(np.int64) if targets else np.zeros(0, np.int64)
+        order = np.argsort(t_ready, kind="stable")
+        t_ready, target = t_ready[order], target[order]
+        n = len(t_ready)
+        attrs = component_rng(scenario.seed, "transactions", name, "attributes")
+        read = attrs.random(n) < wl.read_fraction
+        ro = attrs.random(n) < wl.relaxed_ordering
+        ido = attrs.random(n) < wl.id_based_ordering
+        rid = attrs.integers(0, wl.requester_ids, n)
+        hit = component_rng(scenario.seed, "transactions", name, "atc").random(n) < wl.atc_hit_ratio
+        miss_ns = wl.atc_miss_latency or 0.0
+        env = self.transport.env
+        for i in range(n):
+            tlp = Tlp(
+                txn_id=i,
+                cls=TxnClass.NON_POSTED if read[i] else TxnClass.POSTED,
+                requester_id=int(rid[i]),
+                ro=bool(ro[i]),
+                ido=bool(ido[i]),
+            )
+            txn = _Txn(tlp, int(target[i]), float(t_ready[i]), bool(hit[i]))
+            self.txns.append(txn)
+            env.timeout(txn.t_ready).callbacks.append(partial(self._ready, txn))
+            env.timeout(txn.t_ready + (0.0 if txn.atc_hit else miss_ns)).callbacks.append(
+                partial(self._translated, txn)
+            )
+        if n:
+            self.transport.expect_activity_until(float(t_ready[-1]))
+
+    # --- events -------------------------------------------------------------------
+
+    def _ready(self, txn: _Txn, _ev: Any) -> None:
+        self.queue.push(txn.tlp)
+        self._issue()
+
+    def _translated(self, txn: _Txn, _ev: Any) -> None:
+        txn.translated = True
+        self._issue()
+
+    def _can_issue(self, tlp: Tlp) -> bool:
+        txn = self.txns[tlp.txn_id]
+        if not txn.translated:
+            return False
+        if tlp.cls is TxnClass.NON_POSTED:
+            if self.rob.free == 0:
+                self._rob_full_seen = True
+                return False
+            txn.tag = self.rob.allocate(tlp.txn_id)
+        return True
+
+    def _issue(self) -> None:
+        now = self.transport.env.now
+        self._rob_full_seen = False
+        for tlp in self.queue.issue(self._can_issue):
+            self._inject(self.txns[tlp.txn_id], now)
+        if self._rob_full_seen and self._stall_since is None:
+            self._stall_since = now
+        elif not self._rob_full_seen and self._stall_since is not None:
+            self.stalls.append((self._stall_since, now))
+            self._stall_since = None
+
+    def _inject(self, txn: _Txn, now: float) -> None:
+        txn.t_issue = now
+        read = txn.tlp.cls is TxnClass.NON_POSTED
+        txn.request_msg = self.transport.inject(
+            self.requester_node,
+            self.target_nodes[txn.target],
+            self.wl.request_bytes if read else self.wl.write_bytes,
+            self.tenant,
+            self._kind,
+            self.index,
+            on_deliver=partial(self._request_delivered, txn),
+        )
+
+    def _request_delivered(self, txn: _Txn, _msg: int) -> None:
+        env = self.transport.env
+        if txn.tlp.cls is TxnClass.POSTED:
+            txn.t_complete = env.now
+            return
+        if self.wl.turnaround > 0:
+            env.timeout(self.wl.turnaround).callbacks.append(partial(self._send_completion, txn))
+        else:
+            self._send_completion(txn, None)
+
+    def _send_completion(self, txn: _Txn, _ev: Any) -> None:
+        txn.completion_msg = self.transport.inject(
+            self.target_nodes[txn.target],
+            self.requester_node,
+            self.wl.completion_bytes,
+            self.tenant,
+            self._kind,
+            self.index,
+            parent=txn.request_msg,
+            on_deliver=partial(self._completed, txn),
+        )
+
+    def _completed(self, txn: _Txn, _msg: int) -> None:
+        now = self.transport.env.now
+        txn.t_complete = now
+        for txn_id in self.rob.complete(txn.tag):
+            self.txns[txn_id].t_release = now
+        self._issue()
+
+
+def _poisson(rng: np.random.Generator, start: float, stop: float, mean: float) -> np.ndarray:
+    if start >= stop:
+        return np.zeros(0)
+    expected = (stop - start) / mean
+    n = int(expected * 1.2 + 10 * math.sqrt(expected) + 16)
+    times = start + np.cumsum(rng.exponential(mean, n))
+    while times[-1] < stop:
+        times = np.concatenate([times, times[-1] + np.cumsum(rng.exponential(mean, n))])
+    return times[times < stop]
+
+
+def _check(
+    scenario: Scenario, fabric: Fabric, index: int, wl: TransactionWorkload
+) -> tuple[str, list[str]]:
+    loc = ("workloads", index)
+    if wl.requester is None:
+        requester = fabric.root if fabric.root is not None else fabric.gpus[0]
+    else:
+        requester = wl.requester
+        if requester not in fabric.graph:
+            raise scenario.error((*loc, "requester"), f"unknown node {requester!r}")
+        if fabric.node_kind(requester) == "switch":
+            raise scenario.error(
+                (*loc, "requester"), f"{requester!r} is a switch; it issues no requests"
+            )
+    if wl.targets is None:
+        targets = [g for g in fabric.gpus if g != requester]
+        if not targets:
+            raise scenario.error((*loc, "targets"), "no GPU other than the requester to target")
+        return requester, targets
+    for k, t in enumerate(wl.targets):
+        if t not in fabric.graph:
+            raise scenario.error(
+                (*loc, "targets", k),
+                f"unknown node {t!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}",
+            )
+        if fabric.node_kind(t) != "gpu":
+            raise scenario.error((*loc, "targets", k), f"{t!r} is a {fabric.node_kind(t)}")
+        if t == requester:
+            raise scenario.error((*loc, "targets", k), "a requester cannot target itself")
+    return requester, list(wl.targets)
+
+
+def check_transaction_workloads(scenario: Scenario, fabric: Fabric) -> None:
+    """Everything ``start_transaction_workloads`` would reject, without a transport."""
+    for i, wl in enumerate(scenario.workloads):
+        if isinstance(wl, TransactionWorkload):
+            _check(scenario, fabric, i, wl)
+
+
+def start_transaction_workloads(
+    scenario: Scenario, fabric: Fabric, transport: Transport
+) -> list[TransactionRun]:
+    """Arm every ``kind: transactions`` workload; the returned runs fill in as the run goes."""
+    runs: list[TransactionRun] = []
+    tenants = [t.name for t in scenario.tenants]
+    for i, wl in enumerate(scenario.workloads):
+        if not isinstance(wl, TransactionWorkload):
+            continue
+        requester, targets = _check(scenario, fabric, i, wl)
+        run = TransactionRun(
+            index=i,
+            wl=wl,
+            requester=requester,
+            requester_node=transport.node_id[requester],
+            targets=targets,
+            target_nodes=[transport.node_id[t] for t in targets],
+            tenant=tenants.index(wl.tenant or tenants[0]),
+            transport=transport,
+        )
+        run.arm(scenario)
+        runs.append(run)
+    return runs
+
+
+# --- tables ------------------------------------------------------------------------
+
+
+def transaction_tables(runs: Sequence[TransactionRun]) -> dict[str, pd.DataFrame]:
+    """``transactions`` (one row per request) and ``rob_stalls`` (intervals with no free tag)."""
+    rows: dict[str, list] = {
+        k: []
+        for k in (
+            "txn_id",
+            "workload",
+            "requester",
+            "requester_id",
+            "target",
+            "class",
+            "ro",
+            "ido",
+            "t_ready_ns",
+            "t_issue_ns",
+            "t_complete_ns",
+            "t_release_ns",
+            "rtt_ns",
+            "atc_hit",
+            "rob_wait_ns",
+            "request_msg",
+            "completion_msg",
+        )
+    }
+    stalls: dict[str, list] = {k: [] for k in ("workload", "requester", "t_start_ns", "t_end_ns")}
+    txn_id = 0
+    for run in runs:
+        for txn in run.txns:
+            read = txn.tlp.cls is TxnClass.NON_POSTED
+            rows["txn_id"].append(txn_id)
+            rows["workload"].append(run.index)
+            rows["requester"].append(run.requester)
+            rows["requester_id"].append(txn.tlp.requester_id)
+            rows["target"].append(run.targets[txn.target])
+            rows["class"].append(txn.tlp.cls.value)
+            rows["ro"].append(txn.tlp.ro)
+            rows["ido"].append(txn.tlp.ido)
+            rows["t_ready_ns"].append(txn.t_ready)
+            rows["t_issue_ns"].append(txn.t_issue)
+            rows["t_complete_ns"].append(txn.t_complete)
+            rows["t_release_ns"].append(txn.t_release)
+            rows["rtt_ns"].append(txn.t_complete - txn.t_issue if read else math.nan)
+            rows["atc_hit"].append(txn.atc_hit)
+            rows["rob_wait_ns"].append(txn.t_release - txn.t_complete if read else math.nan)
+            rows["request_msg"].append(txn.request_msg)
+            rows["completion_msg"].append(txn.completion_msg)
+            txn_id += 1
+        for start, end in run.stalls:
+            stalls["workload"].append(run.index)
+            stalls["requester"].append(run.requester)
+            stalls["t_start_ns"].append(start)
+            stalls["t_end_ns"].append(end)
+    table = pd.DataFrame(rows)
+    table["class"] = pd.Categorical(table["class"], categories=[c.value for c in TxnClass])
+    stall_table = pd.DataFrame(stalls)
+    stall_table["duration_ns"] = stall_table["t_end_ns"] - stall_table["t_start_ns"]
+    return {"transactions": table, "rob_stalls": stall_table}
+
+
+def transaction_probe_rows(transactions: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
+    """Completed reads as ``probes`` rows: the requester's round trip, from ready to release."""
+    reads = transactions[transactions["class"] == TxnClass.NON_POSTED.value]
+    requests = messages.set_index("msg_id").loc[reads["request_msg"].to_numpy()]
+    return pd.DataFrame(
+        {
+            "probe_id": reads["request_msg"].to_numpy(),
+            "src": requests["src"].to_numpy(),
+            "dst": requests["dst"].to_numpy(),
+            "hops": requests["hops"].to_numpy(),
+            "t_issue_ns": reads["t_ready_ns"].to_numpy(),
+            "rtt_ns": (reads["t_release_ns"] - reads["t_ready_ns"]).to_numpy(),
+            "completion_id": reads["completion_msg"].to_numpy(),
+        }
+    )
+
+
+# --- study -------------------------------------------------------------------------
+
+
+def rob_stall_study(
+    gpu_counts: Sequence[int] = (1, 2, 3, 4, 8),
+    seeds: Sequence[int] = (0, 1, 2),
+    interval_ns: float = 40.0,
+    rob_depth: int = 8,
+    duration_ns: float = 20_000.0,
+) -> pd.DataFrame:
+    """Reorder-buffer stall time of a direct-RC fabric's root complex against its GPU count.
+
+    Every GPU gets the same read load from the root complex (one read per
+    ``interval_ns`` on average), so more GPUs mean more outstanding reads
+    sharing one reorder buffer. One row per (GPUs, seed): the stall time, its
+    fraction of the run, read round trips and the ``fabric.topology_limits``
+    verdict (a direct-RC fabric allows at most four GPUs).
+    """
+    from sitssim.scenario import scenario_from_data
+    from sitssim.simulation import simulate
+
+    rows = []
+    for n in gpu_counts:
+        for seed in seeds:
+            scenario = scenario_from_data(
+                {
+                    "name": f"rob_study_{n}",
+                    "seed": seed,
+                    "duration": f"{duration_ns}ns",
+                    "topology": {"kind": "direct_rc", "gpus": n},
+                    "workloads": [
+                        {
+                            "kind": "transactions",
+                            "interval": f"{interval_ns}ns",
+                            "read_fraction": 1.0,
+                            "rob_depth": rob_depth,
+                        }
+                    ],
+                }
+            )
+            result = simulate(scenario)
+            stalls = result.tables["rob_stalls"]
+            reads = result.tables["transactions"]
+            limits = next(v for v in result.verdicts if v.id == "fabric.topology_limits")
+            stall_ns = float(stalls["duration_ns"].sum())
+            rows.append(
+                {
+                    "gpus": n,
+                    "seed": seed,
+                    "reads": len(reads),
+                    "stall_ns": stall_ns,
+                    "stall_fraction": stall_ns / result.simulated_ns,
+                    "rtt_p50_ns": float(reads["rtt_ns"].median()),
+                    "rob_wait_p99_ns": float(reads["rob_wait_ns"].quantile(0.99)),
+                    "topology_limits": limits.verdict,
+                }
+            )
+    return pd.DataFrame(rows)
