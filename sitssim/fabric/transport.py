@@ -39,7 +39,6 @@ from sitssim.errors import InvariantViolation
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
 from sitssim.link.credit_stage import FC_CLASS_OF_KIND, CreditLink
-from sitssim.link.credits import FcClass, UpdateFC
 from sitssim.link.flit_link import FlitLink
 from sitssim.workloads.synthetic import (
     KIND_PROBE_COMPLETION,
@@ -79,7 +78,6 @@ class _Port:
     """
 
     __slots__ = (
-        "busy",
         "busy_ns",
         "bytes",
         "credit",
@@ -93,6 +91,7 @@ class _Port:
         "outages",
         "queue",
         "reverse",
+        "wake_pending",
     )
 
     def __init__(self, inv_bw: float, fwd_delay: float) -> None:
@@ -107,7 +106,7 @@ class _Port:
         self.reverse: _Port | None = None
         self.credit: CreditLink | None = None
         self.queue: deque[int] = deque()
-        self.busy = False
+        self.wake_pending = False
         self.index = -1
         self.last_start = 0.0
 
@@ -294,7 +293,7 @@ class Transport:
         ports = self._ports_of[msg]
         came_on = ports[hop - 1]
         if came_on.credit is not None:
-            came_on.credit.receiver.receive(*self._held(came_on, msg), self.env.now)
+            came_on.credit.receive(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg])
         if hop < len(ports):
             self._send(ports[hop], msg)
         else:
@@ -304,32 +303,44 @@ class Transport:
 
     # --- flow control (ports whose far end advertises finite credits) ---------
 
-    def _held(self, port: _Port, msg: int) -> tuple[FcClass, int]:
-        """The credit class and the bytes of buffer a message holds behind ``port``."""
-        return FC_CLASS_OF_KIND[self.kind[msg]], min(self.size[msg], port.credit.max_payload)
-
     def _try_start(self, port: _Port) -> None:
-        """Start the head of a credited port's queue if the port is idle and credit allows."""
-        if port.busy or not port.queue:
+        """Start the head of a credited port's queue if the port is free and credit allows.
+
+        A port that cannot start now arms one wake-up: when it becomes free, or when the
+        earliest credit on its way back arrives. Credits come back in time order per
+        channel, so they are applied lazily, here, instead of by an event each.
+        """
+        if not port.queue or port.wake_pending:
             return
         env = self.env
         now = env.now
+        if port.free_at > now:
+            self._wake(port, port.free_at - now)
+            return
+        credit = port.credit
+        credit.absorb(now)
         msg = port.queue[0]
-        if not port.credit.sender.try_consume(*self._held(port, msg), now):
+        if not credit.try_consume(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], now):
+            if credit.pending:
+                self._wake(port, credit.pending[0][0] - now)
             return
         port.queue.popleft()
-        port.busy = True
         hop = self._hop[msg]
         if hop:
             came_on = self._ports_of[msg][hop - 1]
             if came_on.credit is not None:
                 self._release(came_on, msg)
         env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
-        env.schedule(_Hop(self._port_free, port.index), delay=port.free_at - now)
+        if port.queue:
+            self._wake(port, port.free_at - now)
 
-    def _port_free(self, ev: _Hop) -> None:
+    def _wake(self, port: _Port, delay: float) -> None:
+        port.wake_pending = True
+        self.env.schedule(_Hop(self._woken, port.index), delay=delay)
+
+    def _woken(self, ev: _Hop) -> None:
         port = self.ports[ev.msg]
-        port.busy = False
+        port.wake_pending = False
         self._try_start(port)
 
     def _release_at(self, came_on: _Port, ev: _Hop) -> None:
@@ -338,14 +349,10 @@ class Transport:
     def _release(self, came_on: _Port, msg: int) -> None:
         """``msg`` left the buffer behind ``came_on``; its UpdateFC travels back."""
         credit = came_on.credit
-        for update in credit.receiver.release(*self._held(came_on, msg), self.env.now):
-            self.env.schedule(
-                _Hop(partial(self._credit_returned, came_on, update), -1), delay=credit.return_ns
-            )
-
-    def _credit_returned(self, port: _Port, update: UpdateFC, _ev: _Hop) -> None:
-        port.credit.sender.on_update_fc(update, self.env.now)
-        self._try_start(port)
+        credit.release(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], self.env.now)
+        if came_on.queue and not came_on.wake_pending and came_on.free_at <= self.env.now:
+            # A sender held up for credit waits for this return.
+            self._wake(came_on, credit.return_ns)
 
     def _deliver(self, msg: int) -> None:
         if not math.isnan(self.t_deliver[msg]):

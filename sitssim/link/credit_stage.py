@@ -1,48 +1,135 @@
-"""The flow-control stage of a run: a credit sender/receiver pair per link direction.
+"""The flow-control stage of a run: credit accounting per link direction, on the hot path.
 
-The transport drives the pair (``sitssim.fabric.transport``): a port sends a message only
-when ``CreditSender.try_consume`` grants its credits, the next node's ``CreditReceiver``
-holds them from the message's arrival until it leaves that node's buffer (it starts
+The transport drives one ``CreditLink`` per channel: a port sends a message only when
+``try_consume`` grants its credits, the next node holds them (``receive``) from the
+message's arrival until it leaves that node's buffer (``release``: it starts
 serialisation on its next port, or is delivered), and the UpdateFC that frees them reaches
-the sender after the reverse flight time plus ``update_delay``. UpdateFCs are not lost
-here, so the receivers' periodic 30 µs updates would change nothing and are not driven.
+the sender (``returned``) after the reverse flight time plus ``update_delay``.
+
+``CreditLink`` is the arithmetic of the sans-I/O ``CreditSender`` / ``CreditReceiver`` pair
+(``sitssim.link.credits``) specialised to what a run needs: lossless UpdateFCs sent at
+once (threshold one credit), so the receivers' periodic 30 µs updates change nothing.
+The cores stay the reference: a property test
+(tests/properties/test_credit_link_reference.py) drives both with the same operations and
+requires the same refusals and credits. The specialisation exists for speed: the cores'
+general bookkeeping costs about ten microseconds of Python per hop, which made flow
+control ten times slower than the transport it controls. The issue-4 invariants are
+checked here too: nothing is sent without credit, no buffer holds more than it
+advertised, and every credit is back with its sender when the fabric is idle.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import pandas as pd
 
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.topology import Fabric
-from sitssim.link.credits import (
-    INFINITE,
-    ClassCredits,
-    CreditKind,
-    CreditReceiver,
-    CreditSender,
-    FcClass,
-)
+from sitssim.link.credits import DATA_CREDIT_BYTES, INFINITE, FcClass
 from sitssim.scenario import Scenario
 from sitssim.workloads.synthetic import KIND_NAMES
 
-# Which flow-control class each message kind travels in.
-FC_CLASS_OF_KIND: tuple[FcClass, ...] = tuple(
-    {"probe_request": FcClass.NP, "probe_completion": FcClass.CPL}.get(name, FcClass.P)
+FC_CLASSES: tuple[FcClass, ...] = tuple(FcClass)
+N_CLASSES = len(FC_CLASSES)
+# Which flow-control class (an index into FC_CLASSES) each message kind travels in.
+FC_CLASS_OF_KIND: tuple[int, ...] = tuple(
+    FC_CLASSES.index(
+        {"probe_request": FcClass.NP, "probe_completion": FcClass.CPL}.get(name, FcClass.P)
+    )
     for name in KIND_NAMES
 )
 
 
-@dataclass
 class CreditLink:
-    """Flow control of one channel: the sender at its port, the receiver at its far end."""
+    """Flow control of one channel: the sender's credits and the far end's buffer."""
 
-    channel: int
-    sender: CreditSender
-    receiver: CreditReceiver
-    return_ns: float
-    max_payload: int
+    __slots__ = (
+        "adv_data",
+        "adv_hdr",
+        "avail_data",
+        "avail_hdr",
+        "channel",
+        "held_data",
+        "held_hdr",
+        "max_payload",
+        "pending",
+        "return_ns",
+        "stall_need",
+        "stall_start",
+        "stalls",
+    )
+
+    def __init__(
+        self, channel: int, hdr: int, data: int, return_ns: float, max_payload: int
+    ) -> None:
+        """``hdr`` / ``data``: credits advertised per class (``INFINITE`` = not counted)."""
+        self.channel = channel
+        self.adv_hdr = hdr
+        self.adv_data = data
+        self.avail_hdr = [hdr] * N_CLASSES
+        self.avail_data = [data] * N_CLASSES
+        self.held_hdr = [0] * N_CLASSES
+        self.held_data = [0] * N_CLASSES
+        self.return_ns = return_ns
+        self.max_payload = max_payload
+        self.stall_start: list[float | None] = [None] * N_CLASSES
+        self.stall_need: list[tuple[int, int]] = [(0, 0)] * N_CLASSES
+        self.stalls: list[tuple[int, float, float, int, int]] = []
+        self.pending: deque[tuple[float, int, int, int]] = deque()
+
+    def cost(self, n_bytes: int) -> tuple[int, int]:
+        """Header and data credits a message holds: one TLP of at most ``max_payload``."""
+        held = n_bytes if n_bytes < self.max_payload else self.max_payload
+        return (1 if self.adv_hdr else 0), (-(-held // DATA_CREDIT_BYTES) if self.adv_data else 0)
+
+    def try_consume(self, fc: int, n_bytes: int, now: float) -> bool:
+        hdr, data = self.cost(n_bytes)
+        if self.avail_hdr[fc] < hdr or self.avail_data[fc] < data:
+            if self.stall_start[fc] is None:
+                self.stall_start[fc] = now
+            self.stall_need[fc] = (hdr, data)
+            return False
+        self.avail_hdr[fc] -= hdr
+        self.avail_data[fc] -= data
+        start = self.stall_start[fc]
+        if start is not None:
+            self.stalls.append((fc, start, now, *self.stall_need[fc]))
+            self.stall_start[fc] = None
+        return True
+
+    def receive(self, fc: int, n_bytes: int) -> None:
+        hdr, data = self.cost(n_bytes)
+        self.held_hdr[fc] += hdr
+        self.held_data[fc] += data
+        # An infinite kind costs nothing, so its count stays at its advertisement, 0.
+        if self.held_hdr[fc] > self.adv_hdr or self.held_data[fc] > self.adv_data:
+            raise InvariantViolation(
+                f"channel {self.channel}: class {FC_CLASSES[fc].value} buffer holds "
+                f"{self.held_hdr[fc]} hdr / {self.held_data[fc]} data credits, above the "
+                f"advertised {self.adv_hdr} / {self.adv_data} (sender overran it)"
+            )
+
+    def release(self, fc: int, n_bytes: int, now: float) -> None:
+        """The message left the buffer at ``now``; its UpdateFC reaches the sender later."""
+        hdr, data = self.cost(n_bytes)
+        self.held_hdr[fc] -= hdr
+        self.held_data[fc] -= data
+        self.pending.append((now + self.return_ns, fc, hdr, data))
+
+    def absorb(self, now: float) -> None:
+        """Apply every UpdateFC that has reached the sender by ``now`` (they arrive in order)."""
+        pending = self.pending
+        while pending and pending[0][0] <= now:
+            _, fc, hdr, data = pending.popleft()
+            self.avail_hdr[fc] += hdr
+            self.avail_data[fc] += data
+            if self.avail_hdr[fc] > self.adv_hdr or self.avail_data[fc] > self.adv_data:
+                raise InvariantViolation(
+                    f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
+                    "advertisement after an UpdateFC"
+                )
 
 
 @dataclass
@@ -51,33 +138,31 @@ class CreditStage:
     fabric: Fabric
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        rows = []
-        for link in self.links:
-            if link is None:
-                continue
-            for stall in link.sender.stalls:
-                rows.append(
-                    {
-                        "link_id": link.channel,
-                        "link": self.fabric.channels[link.channel].name,
-                        "fc_class": stall.fc_class.value,
-                        "start_ns": stall.start_ns,
-                        "end_ns": stall.end_ns,
-                        "needed_hdr": stall.needed.hdr,
-                        "needed_data": stall.needed.data,
-                    }
-                )
+        rows = [
+            (
+                link.channel,
+                self.fabric.channels[link.channel].name,
+                FC_CLASSES[fc].value,
+                start,
+                end,
+                hdr,
+                data,
+            )
+            for link in self.links
+            if link is not None
+            for fc, start, end, hdr, data in link.stalls
+        ]
         columns = ["link_id", "link", "fc_class", "start_ns", "end_ns", "needed_hdr", "needed_data"]
         table = pd.DataFrame(rows, columns=columns)
         table.insert(0, "stall_id", range(len(table)))
         return {"credits": table}
 
     def metrics(self) -> dict[str, object]:
-        stalls = [s for link in self.links if link is not None for s in link.sender.stalls]
+        stalls = [s for link in self.links if link is not None for s in link.stalls]
         return {
             "credit_links": sum(link is not None for link in self.links),
             "credit_stalls": len(stalls),
-            "credit_stall_ns": sum(s.duration_ns for s in stalls),
+            "credit_stall_ns": sum(end - start for _, start, end, _, _ in stalls),
         }
 
     def check_returned(self) -> None:
@@ -85,17 +170,15 @@ class CreditStage:
         for link in self.links:
             if link is None:
                 continue
-            for fc_class in FcClass:
-                for kind in CreditKind:
-                    if link.sender.is_infinite(fc_class, kind):
-                        continue
-                    available = link.sender.available(fc_class, kind)
-                    advertised = link.sender.advertisement[fc_class].of(kind)
-                    if available != advertised:
-                        raise InvariantViolation(
-                            f"{self.fabric.channels[link.channel].name}: {fc_class.value} "
-                            f"{kind.value} credits {available} of {advertised} back at idle"
-                        )
+            link.absorb(float("inf"))
+            for fc in range(N_CLASSES):
+                back = (link.avail_hdr[fc], link.avail_data[fc])
+                if back != (link.adv_hdr, link.adv_data) or link.held_hdr[fc] or link.held_data[fc]:
+                    raise InvariantViolation(
+                        f"{self.fabric.channels[link.channel].name}: class "
+                        f"{FC_CLASSES[fc].value} has {back[0]} hdr / {back[1]} data credits of "
+                        f"{link.adv_hdr} / {link.adv_data} back at idle"
+                    )
 
 
 def build_credit_stage(scenario: Scenario, fabric: Fabric) -> CreditStage:
@@ -104,13 +187,12 @@ def build_credit_stage(scenario: Scenario, fabric: Fabric) -> CreditStage:
     if profile.enabled:
         hdr = INFINITE if profile.header_credits == "infinite" else profile.header_credits
         data = INFINITE if profile.data_credits == "infinite" else profile.data_credits
-        advertisement = dict.fromkeys(FcClass, ClassCredits(hdr=hdr, data=data))
         for ch in fabric.channels:
             reverse = fabric.channels[fabric.channel_index[(ch.dst, ch.src)]]
             links[ch.id] = CreditLink(
                 channel=ch.id,
-                sender=CreditSender(advertisement),
-                receiver=CreditReceiver(advertisement, update_interval_ns=profile.update_interval),
+                hdr=hdr,
+                data=data,
                 return_ns=reverse.propagation_ns + profile.update_delay,
                 max_payload=profile.max_payload,
             )
