@@ -282,9 +282,7 @@ class Transport:
             came_on = self._ports_of[msg][hop - 1]
             if came_on.credit is not None:
                 # The message leaves the buffer it waits in when its serialisation starts.
-                env.schedule(
-                    _Hop(partial(self._release_at, came_on), msg), delay=port.last_start - now
-                )
+                self._release(came_on, msg, port.last_start)
 
     def _arrive(self, ev: _Hop) -> None:
         msg = ev.msg
@@ -293,46 +291,53 @@ class Transport:
         ports = self._ports_of[msg]
         came_on = ports[hop - 1]
         if came_on.credit is not None:
-            came_on.credit.receive(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg])
+            came_on.credit.receive(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], self.env.now)
         if hop < len(ports):
             self._send(ports[hop], msg)
         else:
             if came_on.credit is not None:
-                self._release(came_on, msg)
+                self._release(came_on, msg, self.env.now)
             self._deliver(msg)
 
     # --- flow control (ports whose far end advertises finite credits) ---------
 
     def _try_start(self, port: _Port) -> None:
-        """Start the head of a credited port's queue if the port is free and credit allows.
+        """Commit the messages of a credited port's queue, in order, as far as credit allows.
 
-        A port that cannot start now arms one wake-up: when it becomes free, or when the
-        earliest credit on its way back arrives. Credits come back in time order per
-        channel, so they are applied lazily, here, instead of by an event each.
+        A message is committed as soon as its credits are there, to start when the port
+        is free (this port is its credits' only consumer, so taking them early changes
+        nothing). A message without credit waits for one wake-up: the port free again, or
+        the earliest credit on its way back. Credits come back through a time-ordered
+        heap, applied here when the sender looks, not by an event each.
         """
         if not port.queue or port.wake_pending:
             return
         env = self.env
         now = env.now
-        if port.free_at > now:
-            self._wake(port, port.free_at - now)
-            return
         credit = port.credit
-        credit.absorb(now)
-        msg = port.queue[0]
-        if not credit.try_consume(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], now):
-            if credit.pending:
-                self._wake(port, credit.pending[0][0] - now)
-            return
-        port.queue.popleft()
-        hop = self._hop[msg]
-        if hop:
-            came_on = self._ports_of[msg][hop - 1]
-            if came_on.credit is not None:
-                self._release(came_on, msg)
-        env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
-        if port.queue:
-            self._wake(port, port.free_at - now)
+        if credit.pending and credit.pending[0][0] <= now:
+            credit.absorb(now)
+        queue = port.queue
+        while queue:
+            msg = queue[0]
+            fc = FC_CLASS_OF_KIND[self.kind[msg]]
+            size = self.size[msg]
+            if port.free_at > now:
+                if not credit.fits(fc, size):
+                    self._wake(port, port.free_at - now)
+                    return
+                credit.consume(fc, size)
+            elif not credit.try_consume(fc, size, now):
+                if credit.pending:
+                    self._wake(port, credit.pending[0][0] - now)
+                return
+            queue.popleft()
+            env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, size) - now)
+            hop = self._hop[msg]
+            if hop:
+                came_on = self._ports_of[msg][hop - 1]
+                if came_on.credit is not None:
+                    self._release(came_on, msg, port.last_start)
 
     def _wake(self, port: _Port, delay: float) -> None:
         port.wake_pending = True
@@ -343,16 +348,12 @@ class Transport:
         port.wake_pending = False
         self._try_start(port)
 
-    def _release_at(self, came_on: _Port, ev: _Hop) -> None:
-        self._release(came_on, ev.msg)
-
-    def _release(self, came_on: _Port, msg: int) -> None:
-        """``msg`` left the buffer behind ``came_on``; its UpdateFC travels back."""
-        credit = came_on.credit
-        credit.release(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], self.env.now)
-        if came_on.queue and not came_on.wake_pending and came_on.free_at <= self.env.now:
+    def _release(self, came_on: _Port, msg: int, t_leave: float) -> None:
+        """``msg`` leaves the buffer behind ``came_on`` at ``t_leave``; its UpdateFC follows."""
+        t_back = came_on.credit.release(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], t_leave)
+        if came_on.queue and not came_on.wake_pending:
             # A sender held up for credit waits for this return.
-            self._wake(came_on, credit.return_ns)
+            self._wake(came_on, t_back - self.env.now)
 
     def _deliver(self, msg: int) -> None:
         if not math.isnan(self.t_deliver[msg]):

@@ -20,7 +20,7 @@ advertised, and every credit is back with its sender when the fabric is idle.
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 from dataclasses import dataclass
 
 import pandas as pd
@@ -51,8 +51,10 @@ class CreditLink:
         "avail_data",
         "avail_hdr",
         "channel",
+        "costs",
         "held_data",
         "held_hdr",
+        "leaving",
         "max_payload",
         "pending",
         "return_ns",
@@ -77,12 +79,24 @@ class CreditLink:
         self.stall_start: list[float | None] = [None] * N_CLASSES
         self.stall_need: list[tuple[int, int]] = [(0, 0)] * N_CLASSES
         self.stalls: list[tuple[int, float, float, int, int]] = []
-        self.pending: deque[tuple[float, int, int, int]] = deque()
+        # (time, class, hdr, data) heaps: buffer space freed at the far end, and the
+        # UpdateFCs reaching the sender. A message's departure can be known before it
+        # happens (a port commits its next message ahead), so both are time-ordered heaps.
+        self.leaving: list[tuple[float, int, int, int]] = []
+        self.pending: list[tuple[float, int, int, int]] = []
+        self.costs: dict[int, tuple[int, int]] = {}
 
     def cost(self, n_bytes: int) -> tuple[int, int]:
         """Header and data credits a message holds: one TLP of at most ``max_payload``."""
-        held = n_bytes if n_bytes < self.max_payload else self.max_payload
-        return (1 if self.adv_hdr else 0), (-(-held // DATA_CREDIT_BYTES) if self.adv_data else 0)
+        found = self.costs.get(n_bytes)
+        if found is None:
+            held = min(n_bytes, self.max_payload)
+            found = (
+                1 if self.adv_hdr else 0,
+                -(-held // DATA_CREDIT_BYTES) if self.adv_data else 0,
+            )
+            self.costs[n_bytes] = found
+        return found
 
     def try_consume(self, fc: int, n_bytes: int, now: float) -> bool:
         hdr, data = self.cost(n_bytes)
@@ -99,7 +113,26 @@ class CreditLink:
             self.stall_start[fc] = None
         return True
 
-    def receive(self, fc: int, n_bytes: int) -> None:
+    def fits(self, fc: int, n_bytes: int) -> bool:
+        hdr, data = self.cost(n_bytes)
+        return self.avail_hdr[fc] >= hdr and self.avail_data[fc] >= data
+
+    def consume(self, fc: int, n_bytes: int) -> None:
+        """Charge credits known to be there (``fits``), for a message committed ahead."""
+        hdr, data = self.cost(n_bytes)
+        self.avail_hdr[fc] -= hdr
+        self.avail_data[fc] -= data
+
+    def settle(self, now: float) -> None:
+        """Free the buffer space of every message that has left by ``now``."""
+        leaving = self.leaving
+        while leaving and leaving[0][0] <= now:
+            _, fc, hdr, data = heapq.heappop(leaving)
+            self.held_hdr[fc] -= hdr
+            self.held_data[fc] -= data
+
+    def receive(self, fc: int, n_bytes: int, now: float) -> None:
+        self.settle(now)
         hdr, data = self.cost(n_bytes)
         self.held_hdr[fc] += hdr
         self.held_data[fc] += data
@@ -111,18 +144,19 @@ class CreditLink:
                 f"advertised {self.adv_hdr} / {self.adv_data} (sender overran it)"
             )
 
-    def release(self, fc: int, n_bytes: int, now: float) -> None:
-        """The message left the buffer at ``now``; its UpdateFC reaches the sender later."""
+    def release(self, fc: int, n_bytes: int, t_leave: float) -> float:
+        """The message leaves the buffer at ``t_leave``; returns when its UpdateFC arrives."""
         hdr, data = self.cost(n_bytes)
-        self.held_hdr[fc] -= hdr
-        self.held_data[fc] -= data
-        self.pending.append((now + self.return_ns, fc, hdr, data))
+        heapq.heappush(self.leaving, (t_leave, fc, hdr, data))
+        t_back = t_leave + self.return_ns
+        heapq.heappush(self.pending, (t_back, fc, hdr, data))
+        return t_back
 
     def absorb(self, now: float) -> None:
         """Apply every UpdateFC that has reached the sender by ``now`` (they arrive in order)."""
         pending = self.pending
         while pending and pending[0][0] <= now:
-            _, fc, hdr, data = pending.popleft()
+            _, fc, hdr, data = heapq.heappop(pending)
             self.avail_hdr[fc] += hdr
             self.avail_data[fc] += data
             if self.avail_hdr[fc] > self.adv_hdr or self.avail_data[fc] > self.adv_data:
@@ -171,6 +205,7 @@ class CreditStage:
             if link is None:
                 continue
             link.absorb(float("inf"))
+            link.settle(float("inf"))
             for fc in range(N_CLASSES):
                 back = (link.avail_hdr[fc], link.avail_data[fc])
                 if back != (link.adv_hdr, link.adv_data) or link.held_hdr[fc] or link.held_data[fc]:

@@ -49,7 +49,7 @@ def test_credit_link_matches_the_cores(
                 wire.append((fc, size))
         elif op == "arrive" and wire:
             fc, size = wire.pop(0)
-            link.receive(fc, size)
+            link.receive(fc, size, now)
             receiver.receive(FC_CLASSES[fc], min(size, max_payload), now)
             buffer.append((fc, size))
         elif op == "leave" and buffer:
@@ -63,6 +63,8 @@ def test_credit_link_matches_the_cores(
             for update in returning:
                 sender.on_update_fc(update, now)
             returning.clear()
+        # The far end's space is freed lazily, when it next looks; look now.
+        link.settle(now)
         for c, cls in enumerate(FC_CLASSES):
             assert link.held_hdr[c] == receiver.occupied(cls, CreditKind.HDR)
             assert link.held_data[c] == receiver.occupied(cls, CreditKind.DATA)
