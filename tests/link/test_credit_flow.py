@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,17 +40,11 @@ AMPLE = {"header_credits": 10_000, "data_credits": 1_000_000}
 TIGHT = {"header_credits": 2, "data_credits": 256}
 
 
-def test_ample_credits_change_nothing_on_a_single_link() -> None:
-    one_link = {
-        "name": "pair",
-        "seed": 2,
-        "duration": "20us",
-        "topology": {
-            "kind": "graph",
-            "nodes": [{"id": "a", "kind": "gpu"}, {"id": "b", "kind": "gpu"}],
-            "edges": [{"a": "a", "b": "b"}],
-        },
-        "workloads": [
+def test_ample_credits_change_nothing_on_a_single_link(
+    one_link_data: Callable[..., dict[str, Any]],
+) -> None:
+    one_link = one_link_data(
+        [
             {
                 "kind": "synthetic",
                 "pattern": "pair",
@@ -59,7 +54,8 @@ def test_ample_credits_change_nothing_on_a_single_link() -> None:
                 "load": 0.9,
             }
         ],
-    }
+        seed=2,
+    )
     free = simulate(scenario_from_data(one_link))
     gated = simulate(scenario_from_data({**one_link, "link_layer": {"credits": AMPLE}}))
     np.testing.assert_allclose(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,33 +13,35 @@ from sitssim.scenario import scenario_from_data
 from sitssim.simulation import simulate
 
 
-def pair_scenario(ber: float | None, load: float = 0.95) -> dict[str, Any]:
-    flit: dict[str, Any] = {} if ber is None else {"pre_fec_ber": ber}
-    return {
-        "name": "flit_pair",
-        "seed": 3,
-        "duration": "40us",
-        "topology": {
-            "kind": "graph",
-            "nodes": [{"id": "a", "kind": "gpu"}, {"id": "b", "kind": "gpu"}],
-            "edges": [{"a": "a", "b": "b"}],
-        },
-        "links": {"default": {"rate": "64GT/s", "lanes": 16, "encoding": "flit256"}},
-        "link_layer": {"flit": flit},
-        "workloads": [
-            {
-                "kind": "synthetic",
-                "pattern": "pair",
-                "src": "a",
-                "dst": "b",
-                "message_bytes": "4KiB",
-                "load": load,
-            }
-        ],
-    }
+@pytest.fixture
+def pair_scenario(
+    one_link_data: Callable[..., dict[str, Any]],
+) -> Callable[..., dict[str, Any]]:
+    def build(ber: float | None, load: float = 0.95) -> dict[str, Any]:
+        data = one_link_data(
+            [
+                {
+                    "kind": "synthetic",
+                    "pattern": "pair",
+                    "src": "a",
+                    "dst": "b",
+                    "message_bytes": "4KiB",
+                    "load": load,
+                }
+            ],
+            duration="40us",
+            seed=3,
+        )
+        data["links"]["default"]["encoding"] = "flit256"
+        data["link_layer"] = {"flit": {} if ber is None else {"pre_fec_ber": ber}}
+        return data
+
+    return build
 
 
-def test_error_free_flit_throughput_is_the_layout_efficiency() -> None:
+def test_error_free_flit_throughput_is_the_layout_efficiency(
+    pair_scenario: Callable[..., dict[str, Any]],
+) -> None:
     result = simulate(scenario_from_data(pair_scenario(None, load=2.0)))
     link = result.tables["links"].set_index("name").loc["a>b"]
     raw_bytes_per_ns = 64 * 16 / 8
@@ -46,7 +49,9 @@ def test_error_free_flit_throughput_is_the_layout_efficiency() -> None:
     assert result.tables["replays"].empty
 
 
-def test_replays_only_add_latency_to_the_same_arrivals() -> None:
+def test_replays_only_add_latency_to_the_same_arrivals(
+    pair_scenario: Callable[..., dict[str, Any]],
+) -> None:
     clean = simulate(scenario_from_data(pair_scenario(None)))
     noisy = simulate(scenario_from_data(pair_scenario(1e-4)))
     a = clean.tables["messages"]

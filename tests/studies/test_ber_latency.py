@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from typer.testing import CliRunner
@@ -28,18 +30,12 @@ def test_quantile_interval_is_undefined_when_samples_are_too_few() -> None:
     assert np.isnan(interval.high)
 
 
-def test_each_point_runs_long_enough_for_its_replays_or_says_none_expected() -> None:
+def test_each_point_runs_long_enough_for_its_replays_or_says_none_expected(
+    one_link_data: Callable[..., dict[str, Any]],
+) -> None:
     scenario = scenario_from_data(
-        {
-            "name": "sweep",
-            "seed": 2,
-            "duration": "10us",
-            "topology": {
-                "kind": "graph",
-                "nodes": [{"id": "a", "kind": "gpu"}, {"id": "b", "kind": "gpu"}],
-                "edges": [{"a": "a", "b": "b"}],
-            },
-            "workloads": [
+        one_link_data(
+            [
                 {
                     "kind": "synthetic",
                     "pattern": "pair",
@@ -49,7 +45,9 @@ def test_each_point_runs_long_enough_for_its_replays_or_says_none_expected() -> 
                     "load": 0.5,
                 }
             ],
-        }
+            duration="10us",
+            seed=2,
+        )
     )
     table = ber_latency_sweep(
         scenario, bers=(1e-9, 1e-5, 1e-4), min_replays=20, max_duration_ns=1_000_000.0
