@@ -988,7 +988,10 @@ def start_inference_workloads(
 
 def check_inference_workloads(scenario: Scenario, fabric: Fabric) -> None:
     """Everything the drivers would reject (GPUs, traces, faults), without simulating."""
-    if not any(isinstance(wl, InferenceWorkload) for wl in scenario.workloads):
+    token_faults = (RenumberTokensFault, PacingIgnoresHintFault)
+    if not any(isinstance(wl, InferenceWorkload) for wl in scenario.workloads) and not any(
+        isinstance(f, token_faults) for f in scenario.faults
+    ):
         return
     nodes = sorted(fabric.graph)
     empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))

@@ -228,3 +228,14 @@ def test_bad_inference_input_is_located(tmp_path, text, field, expect):
 @pytest.mark.parametrize(("text", "field", "expect"), FABRIC_CASES)
 def test_input_only_the_fabric_can_reject_is_located(tmp_path, text, field, expect, command):
     check(tmp_path, text, field, expect, command)
+
+
+def test_validate_rejects_a_token_fault_with_no_inference_workload(tmp_path: Path) -> None:
+    path = tmp_path / "fault.yaml"
+    path.write_text(
+        "name: t\nduration: 10us\ntopology: {kind: fat_tree, gpus: 4, levels: 1, radix: 4}\n"
+        "faults:\n  - kind: renumber_tokens\n    stage: 0\n"
+    )
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}:5: faults[0].kind: 0 inference workloads" in result.output
