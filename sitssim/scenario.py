@@ -434,6 +434,12 @@ class Scenario(_Strict):
     def source(self) -> SourceInfo:
         return self._source or SourceInfo(path="<memory>", sha256="")
 
+    def updated(self, **fields: Any) -> Scenario:
+        """A copy with ``fields`` replaced that still knows the file it came from."""
+        copy = self.model_copy(update=fields)
+        copy._source = self._source
+        return copy
+
     def error(self, loc: tuple, message: str) -> InputError:
         """An ``InputError`` at scenario location ``loc`` (a path of keys and indices)."""
         return InputError(

@@ -226,9 +226,7 @@ def simulate(
 ) -> RunResult:
     """Simulate a scenario and judge every clause. ``seed`` overrides the scenario's."""
     if seed is not None and seed != scenario.seed:
-        source = scenario.source
-        scenario = scenario.model_copy(update={"seed": seed})
-        scenario._source = source
+        scenario = scenario.updated(seed=seed)
     fabric = build_fabric(scenario)
     phy = run_phy(scenario, fabric)
     cdc = cdc_tables(scenario, fabric)

@@ -55,9 +55,7 @@ def quantile_interval(samples: np.ndarray, q: float, confidence: float = 0.95) -
 def _with(scenario: Scenario, ber: float | None, duration: float) -> Scenario:
     flit = scenario.link_layer.flit.model_copy(update={"pre_fec_ber": ber})
     link_layer = scenario.link_layer.model_copy(update={"flit": flit})
-    copy = scenario.model_copy(update={"link_layer": link_layer, "duration": duration})
-    copy._source = scenario.source
-    return copy
+    return scenario.updated(link_layer=link_layer, duration=duration)
 
 
 def _replay_probability(scenario: Scenario, ber: float, result: RunResult) -> float:

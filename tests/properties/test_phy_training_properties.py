@@ -12,15 +12,12 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from phy import phy_helpers as phy
 
 import sitssim.spec.phy_clauses  # noqa: F401  (registers the judges)
 from sitssim.fabric.topology import build_fabric
@@ -31,19 +28,6 @@ from sitssim.phy.stage import PhyStage
 from sitssim.phy.training import LinkTrace, StateRow
 from sitssim.spec.registry import JUDGES, RunContext
 
-
-def _helpers() -> ModuleType:
-    name = "sitssim_test_phy_helpers"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "phy" / "phy_helpers.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-phy = _helpers()
 _SCENARIO = phy.star(gpus=1)
 _LINK = phy_links(_SCENARIO, build_fabric(_SCENARIO))[0]
 SPEC_WINDOWS, SPEC_THRESHOLD = 3, 1e-6

@@ -8,31 +8,14 @@ also checked on hand-made tables, where the expected verdict is plain.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pandas as pd
 import pytest
+from phy import phy_helpers as phy
 
 import sitssim.spec.phy_clauses  # noqa: F401  (registers the judges)
 from sitssim.spec.registry import JUDGES, RunContext
-
-
-def _helpers() -> ModuleType:
-    name = "sitssim_test_phy_helpers"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "phy" / "phy_helpers.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-phy = _helpers()
 
 
 @pytest.fixture(scope="module")
