@@ -32,8 +32,10 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Simulate a SITS2026 fabric and judge it clause by clause.",
 )
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: a message line must survive long paths and narrow terminals intact
+# (tests and scripts grep it); only tables are laid out to the terminal width.
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
@@ -44,7 +46,7 @@ def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
         try:
             code = fn(*args, **kwargs)
         except InputError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except typer.Exit:
             raise
@@ -56,7 +58,6 @@ def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
             err_console.print(
                 f"[bold red]internal error:[/] {type(exc).__name__}: {escape(str(exc))} "
                 f"(log: {log.name})",
-                soft_wrap=True,
             )
             raise typer.Exit(EXIT_INTERNAL) from None
         raise typer.Exit(code)
@@ -107,7 +108,8 @@ _STYLE = {"pass": "green", "fail": "bold red", "n/a": "dim"}
 def _clause_table(verdicts: list) -> Table:
     table = Table(title="SITS2026 clauses", title_justify="left")
     for column in ("clause", "verdict", "measured", "", "limit", "unit", "basis"):
-        table.add_column(column, no_wrap=column == "clause")
+        # The verdict and the figures it rests on never fold; the prose columns give way.
+        table.add_column(column, no_wrap=column not in ("unit", "basis"))
     for v in verdicts:
         table.add_row(
             v.id,
@@ -191,12 +193,12 @@ def run(
     write_results(result, target, wall, figures=figures)
     console.print(_clause_table(result.verdicts))
     for v in result.failed:
-        console.print(f"[bold red]FAIL[/] {v.id}: {v.detail}", soft_wrap=True)
+        console.print(f"[bold red]FAIL[/] {v.id}: {v.detail}")
         for ev in v.evidence:
             if ev.rows:
                 rows = ", ".join(map(str, ev.rows))
                 more = f" (+{ev.total - len(ev.rows)} more)" if ev.total > len(ev.rows) else ""
-                console.print(f"    evidence: {ev.table} rows {rows}{more}", soft_wrap=True)
+                console.print(f"    evidence: {ev.table} rows {rows}{more}")
     console.print(_headline(result.metrics))
     console.print(f"results: {target}/ (report.json, *.parquet, figures/) in {wall:.2f} s wall")
     return EXIT_CLAUSE_FAILED if result.failed else EXIT_OK

@@ -148,6 +148,17 @@ def test_validate_describes_the_fabric() -> None:
     assert "8 GPUs" in result.output and "4 switches" in result.output
 
 
+def test_messages_stay_on_one_line_under_a_long_path(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    copy = deep / "nvswitch_8gpu.yaml"
+    copy.write_text((SCENARIOS / "nvswitch_8gpu.yaml").read_text())
+    result = run("validate", copy)
+    assert result.exit_code == 0
+    assert result.output.count("\n") == 1
+    assert "8 GPUs, 4 switches" in result.output
+
+
 def test_internal_error_is_one_line_and_a_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
