@@ -24,6 +24,7 @@ from bench_transport import Setup, _timed, build, saturating_scenario
 from sitssim.fabric.transport import Transport
 from sitssim.link.credit_stage import build_credit_stage
 from sitssim.link.flit_stage import build_flit_stage
+from sitssim.phy.stage import run_phy
 from sitssim.scenario import Scenario
 
 TARGET = 0.5
@@ -45,7 +46,9 @@ def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, int]:
     """Wall seconds of one ``Transport.run`` (link layer from ``scenario``, or none)."""
     flit = credit = None
     if scenario is not None:
-        flit = build_flit_stage(scenario, setup.fabric).links
+        flit = build_flit_stage(
+            scenario, setup.fabric, run_phy(scenario, setup.fabric).recover
+        ).links
         credit = build_credit_stage(scenario, setup.fabric).links
     transport = Transport(
         simpy.Environment(),

@@ -239,7 +239,7 @@ def simulate(
         if isinstance(wl, ProbeWorkload)
     }
     router = Router(fabric)
-    flit = build_flit_stage(scenario, fabric)
+    flit = build_flit_stage(scenario, fabric, phy.recover)
     credit = build_credit_stage(scenario, fabric)
     transport = Transport(
         simpy.Environment(),

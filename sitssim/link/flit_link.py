@@ -13,8 +13,11 @@ A burst that does contain a failure is played, flit by flit, through the sans-I/
 cores (``ReplayTransmitter`` and ``ReplayReceiver``): the corrupted flit is detected by the
 receiver, its Nak crosses the reverse direction (flight time plus DLLP processing), the
 transmitter replays from the Nak'd flit (retransmissions are trials too), the replay timer
-covers lost Naks, and a REPLAY_NUM rollover takes the link through Recovery for the
-retraining time. The cores check the online invariants as they run (sequence numbers in
+covers lost Naks, and a REPLAY_NUM rollover takes the link through Recovery. How long
+Recovery lasts is the physical layer's answer: the ``recover`` callable (in a run,
+``PhyStage.recover``) retrains the link from L0 and says when it is back; nothing crosses
+the channel until then, and ``recoveries`` tells the transport to hold the reverse
+direction too. The cores check the online invariants as they run (sequence numbers in
 the window, no flit delivered twice, in order); a violation raises ``ReplayInvariantError``.
 The session returns how much longer the port stayed busy and how much later the last flit
 was delivered than an error-free burst, and every replay is recorded.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -48,6 +52,10 @@ from sitssim.link.replay import (
 TLP_BYTES_PER_FLIT = PCIE6_FLIT.tlp_bytes
 
 _RX_FLIT, _TX_DLLP, _WIRE, _POLL = range(4)
+
+Recover = Callable[[int, float], float]
+"""``recover(channel, t_ns)``: Recovery of the channel's link requested at ``t_ns``; returns
+when the link is back in L0 (same clock, never before ``t_ns``)."""
 
 
 @dataclass
@@ -84,7 +92,7 @@ class FlitLink:
         rng: np.random.Generator,
         profile: ReplayProfile,
         dllp_ns: float,
-        recovery_ns: float,
+        recover: Recover,
         log: ReplayLog,
     ) -> None:
         self.channel = channel
@@ -93,7 +101,7 @@ class FlitLink:
         self.p_replay = p_replay
         self.profile = profile
         self.dllp_ns = dllp_ns
-        self.recovery_ns = recovery_ns
+        self.recover = recover
         self.log = log
         self._rng = rng
         self.seq = 1
@@ -162,8 +170,9 @@ class FlitLink:
                     self.log.add(
                         self.channel, tx.acked_seq, "recovery", t, action.unacknowledged, 0
                     )
-                    blocked_until = max(blocked_until, t) + self.recovery_ns
-                    self.recoveries.append((t, blocked_until))
+                    down = max(blocked_until, t)
+                    blocked_until = self.recover(self.channel, down)
+                    self.recoveries.append((down, blocked_until))
                     push(blocked_until, _POLL, "recovered")
 
         def rx_actions(actions: list, t: float) -> None:

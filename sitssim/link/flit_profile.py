@@ -25,7 +25,8 @@ class FlitProfile(BaseModel):
     ``pre_fec_ber`` sets every flit-mode link's pre-FEC error-event rate; left out, links
     are error-free. ``burst_propagation`` is the chance that a PAM4 symbol error drags the
     next symbol with it (decision-feedback error propagation), which is what lets errors
-    defeat the per-byte FEC.
+    defeat the per-byte FEC. How long the Recovery after a REPLAY_NUM rollover lasts is not
+    a device constant: the physical layer retrains the link (``PhyStage.recover``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -39,4 +40,3 @@ class FlitProfile(BaseModel):
     replay_num_bits: Annotated[int, Field(ge=1, le=8, strict=True)] = SPEC_REPLAY_NUM_BITS
     nak_policy: Literal["standard", "selective"] = "standard"
     dllp_processing: _Time = 10.0
-    recovery: _Time = 5000.0

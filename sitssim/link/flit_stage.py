@@ -8,7 +8,7 @@ import pandas as pd
 
 from sitssim.fabric.topology import Fabric
 from sitssim.link.flit import BurstModel, flit_error_rates, flit_time_ns
-from sitssim.link.flit_link import FlitLink, ReplayLog
+from sitssim.link.flit_link import FlitLink, Recover, ReplayLog
 from sitssim.link.replay import NakPolicy, ReplayProfile
 from sitssim.scenario import Scenario
 from sitssim.workloads.synthetic import component_rng
@@ -53,8 +53,12 @@ class FlitStage:
         }
 
 
-def build_flit_stage(scenario: Scenario, fabric: Fabric) -> FlitStage:
-    """Flit-mode models for the ``flit256`` channels whose pre-FEC BER is above zero."""
+def build_flit_stage(scenario: Scenario, fabric: Fabric, recover: Recover) -> FlitStage:
+    """Flit-mode models for the ``flit256`` channels whose pre-FEC BER is above zero.
+
+    ``recover(channel, t_ns)`` times the Recovery a REPLAY_NUM rollover asks for, on the
+    traffic clock: the run passes its PHY stage's ``recover``, which retrains the link.
+    """
     profile = scenario.link_layer.flit
     log = ReplayLog()
     links: list[FlitLink | None] = [None] * len(fabric.channels)
@@ -84,7 +88,7 @@ def build_flit_stage(scenario: Scenario, fabric: Fabric) -> FlitStage:
                 rng=component_rng(scenario.seed, "flit", ch.name),
                 profile=replay,
                 dllp_ns=profile.dllp_processing,
-                recovery_ns=profile.recovery,
+                recover=recover,
                 log=log,
             )
     return FlitStage(links=links, fabric=fabric, log=log)

@@ -10,12 +10,24 @@ end of the traffic phase. A retraining makes its link unavailable to traffic
 from the request until the link is back in L0: both of its channels get that
 interval as an outage. A link that never reaches L0 is down for the whole
 traffic phase (traffic waiting for it leaves when the phase ends).
+
+Recovery on request of the link layer. A REPLAY_NUM rollover (``sitssim.link.flit_link``)
+asks :meth:`PhyStage.recover` for a Recovery while the traffic runs, after the traces
+above were recorded. The link's LTSSM is walked from L0 through Recovery (RETRAIN, a new
+EQ round on the channel in force, back to L0) and the episode is kept beside the trace,
+never written into it: ``tables()`` splits the L0 row it interrupts. A request while the
+link is already out of L0 (a BER retraining, an earlier episode) joins that outage. An
+episode that runs into a later recorded outage (the BER monitor's retraining, or an
+episode requested earlier for a later time by the other direction) ends there, and the
+link is back when that outage ends. The BER monitor's training cycles, counted before
+the traffic ran, do not see the episodes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -25,7 +37,13 @@ from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.links import PhyLink, check_phy_references, phy_links, resolve_link_name
 from sitssim.phy.ltssm import State
 from sitssim.phy.profile import ChannelDrift
-from sitssim.phy.training import LinkTrace, group_summaries, train_links
+from sitssim.phy.training import (
+    LinkTrace,
+    StateRow,
+    group_summaries,
+    recovery_episode,
+    train_links,
+)
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
@@ -112,6 +130,47 @@ GROUP_COLUMNS = (
 )
 
 
+REPLAY_ROLLOVER = "replay_rollover"
+
+
+def _trained_channel(link: PhyLink, _t_phy: float) -> ChannelProfile:
+    return link.channel
+
+
+@dataclass
+class RecoveryEpisode:
+    """A Recovery the link layer requested: its walk, and where it sits in the link's trace.
+
+    Times on the PHY clock. ``until_ns`` is where the episode's rows end: its L0 entry,
+    or the start of a recorded outage it ran into. ``back_ns`` is when the link is in L0
+    again (inf: it gave up and nothing recorded after brings it back).
+    """
+
+    walk: LinkTrace
+    start_ns: float
+    until_ns: float
+    back_ns: float
+
+
+def _finite_or_inf(t: float) -> float:
+    return t if math.isfinite(t) else math.inf
+
+
+def _down_spans(trace: LinkTrace) -> list[tuple[float, float]]:
+    """The recorded intervals (PHY clock) in which the link is out of L0."""
+    spans, start = [], None
+    for row in trace.states:
+        if row.state == State.L0:
+            if start is not None:
+                spans.append((start, row.t_enter_ns))
+                start = None
+        elif start is None:
+            start = row.t_enter_ns
+    if start is not None:
+        spans.append((start, math.inf))
+    return spans
+
+
 @dataclass
 class PhyStage:
     links: list[PhyLink]
@@ -120,6 +179,118 @@ class PhyStage:
     traffic_start_ns: float
     end_ns: float
     groups: list[dict]
+    seed: int = 0
+    channel_at: Callable[[PhyLink, float], ChannelProfile] = _trained_channel
+    episodes: dict[str, list[RecoveryEpisode]] = field(default_factory=dict)
+
+    def recover(self, channel: int, t_traffic_ns: float) -> float:
+        """Recovery of the link carrying ``channel``, requested at ``t_traffic_ns`` after a
+        REPLAY_NUM rollover; returns when (traffic clock) the link is back in L0.
+
+        A link whose Recovery gives up stays down until the traffic phase ends, as one
+        whose BER retraining gives up (:meth:`outages`): traffic waiting for it leaves then.
+        """
+        t = t_traffic_ns + self.traffic_start_ns
+        trace = next(tr for tr in self.traces if channel in tr.link.channels)
+        episodes = self.episodes.setdefault(trace.link.name, [])
+        spans = _down_spans(trace) + [(e.start_ns, e.back_ns) for e in episodes]
+        for start, end in spans:
+            if start <= t < end:
+                return self._traffic_time(end, t)
+        rounds_before = episodes[-1].walk.rounds if episodes else trace.rounds
+        walk = recovery_episode(
+            trace.link, t, self.seed, self.channel_at, rounds_before, REPLAY_ROLLOVER
+        )
+        reached = next((r.t_enter_ns for r in walk.states if r.state == State.L0), math.inf)
+        ahead, ahead_end = min(((s, e) for s, e in spans if s > t), default=(math.inf, math.inf))
+        if reached <= ahead:
+            until, back = reached, reached
+        else:
+            until, back = ahead, ahead_end
+        episodes.append(RecoveryEpisode(walk=walk, start_ns=t, until_ns=until, back_ns=back))
+        return self._traffic_time(back, t)
+
+    def _traffic_time(self, back_phy: float, t_phy: float) -> float:
+        if math.isfinite(back_phy):
+            return back_phy - self.traffic_start_ns
+        return max(t_phy, self.end_ns) - self.traffic_start_ns
+
+    def _view(self, trace: LinkTrace) -> LinkTrace:
+        """``trace`` with its link's Recovery episodes in place, rounds numbered in time order."""
+        episodes = self.episodes.get(trace.link.name)
+        if not episodes:
+            return trace
+        merged = self._merged_states(trace, episodes)
+        # A round starts at its EQ phase 0; every row carries the round in force.
+        rounds: dict[tuple[int, int], int] = {}
+        view = LinkTrace(link=trace.link)
+        for origin, row in merged:
+            if row.state == State.EQ_PHASE0:
+                rounds[(origin, row.round)] = len(rounds) + 1
+            view.states.append(replace(row, round=len(rounds)))
+        sources = [(0, trace, math.inf)] + [
+            (k + 1, e.walk, e.until_ns) for k, e in enumerate(episodes)
+        ]
+        for origin, source, until in sources:
+            for r in source.eq:
+                if r["t_start_ns"] < until:
+                    row = {**r, "round": rounds[(origin, r["round"])]}
+                    if r["t_end_ns"] > until:
+                        row.update(t_end_ns=until, converged=False)
+                    view.eq.append(row)
+            for name in ("cdr", "checks"):
+                getattr(view, name).extend(
+                    {**r, "round": rounds[(origin, r["round"])]}
+                    for r in getattr(source, name)
+                    if r["t_ns"] < until
+                )
+        view.eq.sort(key=lambda r: r["t_start_ns"])
+        view.cdr.sort(key=lambda r: r["t_ns"])
+        view.checks.sort(key=lambda r: r["t_ns"])
+        view.timing = trace.timing
+        return view
+
+    @staticmethod
+    def _merged_states(
+        trace: LinkTrace, episodes: list[RecoveryEpisode]
+    ) -> list[tuple[int, StateRow]]:
+        """The trace's rows with each episode's rows (clipped at ``until_ns``) splitting the L0
+        row it interrupts; each row with its origin (0: the trace, k + 1: episode k)."""
+        order = sorted(range(len(episodes)), key=lambda k: episodes[k].start_ns)
+        merged: list[tuple[int, StateRow]] = []
+        for row in trace.states:
+            if row.state != State.L0:
+                merged.append((0, row))
+                continue
+            l0_exit = row.t_exit_ns if math.isfinite(row.t_exit_ns) else math.inf
+            # The L0 row in force (origin, row) and when it was entered; None: not in L0.
+            current: tuple[int, StateRow] | None = (0, row)
+            enter = row.t_enter_ns
+            for k in order:
+                episode = episodes[k]
+                if not row.t_enter_ns <= episode.start_ns < l0_exit:
+                    continue
+                # None: the episode before ran into this one, which follows it directly.
+                if current is not None:
+                    origin, l0 = current
+                    merged.append(
+                        (origin, replace(l0, t_enter_ns=enter, t_exit_ns=episode.start_ns))
+                    )
+                current = None
+                for r in episode.walk.states:
+                    if r.state == State.L0:
+                        if r.t_enter_ns <= episode.until_ns:
+                            current, enter = (k + 1, r), r.t_enter_ns
+                        break
+                    if r.t_enter_ns >= episode.until_ns:
+                        break
+                    clipped = min(_finite_or_inf(r.t_exit_ns), episode.until_ns)
+                    exit_ns = clipped if math.isfinite(clipped) else math.nan
+                    merged.append((k + 1, replace(r, t_exit_ns=exit_ns)))
+            if current is not None:
+                origin, l0 = current
+                merged.append((origin, replace(l0, t_enter_ns=enter, t_exit_ns=row.t_exit_ns)))
+        return merged
 
     def outages(self) -> list[tuple[int, float, float]]:
         """(channel id, start, end) on the traffic clock, for every interval a link is down."""
@@ -153,6 +324,7 @@ class PhyStage:
             transport.ports[channel].add_outage(start, end)
 
     def tables(self) -> dict[str, pd.DataFrame]:
+        views = [self._view(t) for t in self.traces]
         return {
             "phy_links": _frame(
                 [
@@ -183,16 +355,16 @@ class PhyStage:
                         "cause": row.cause,
                         "round": row.round,
                     }
-                    for t in self.traces
+                    for t in views
                     for row in t.states
                 ],
                 "state_id",
                 STATE_COLUMNS,
             ),
-            "eq": _frame([r for t in self.traces for r in t.eq], "eq_id", EQ_COLUMNS),
-            "cdr": _frame([r for t in self.traces for r in t.cdr], "cdr_id", CDR_COLUMNS),
+            "eq": _frame([r for t in views for r in t.eq], "eq_id", EQ_COLUMNS),
+            "cdr": _frame([r for t in views for r in t.cdr], "cdr_id", CDR_COLUMNS),
             "training_sets": _frame(
-                [r for t in self.traces for r in t.checks], "check_id", CHECK_COLUMNS
+                [r for t in views for r in t.checks], "check_id", CHECK_COLUMNS
             ),
             "symbol_timing": _frame(
                 [r for t in self.traces for r in t.timing], "timing_id", TIMING_COLUMNS
@@ -219,6 +391,7 @@ class PhyStage:
                 "max": max(trained) if trained else None,
             },
             "retrains": retrains,
+            "replay_recoveries": sum(len(e) for e in self.episodes.values()),
         }
 
 
@@ -266,4 +439,6 @@ def run_phy(scenario: Scenario, fabric: Fabric) -> PhyStage:
         traffic_start_ns=traffic_start,
         end_ns=end,
         groups=group_summaries(links, scenario.seed),
+        seed=scenario.seed,
+        channel_at=channel_at,
     )

@@ -574,17 +574,55 @@ def retrain(
     t: float,
     seed: int,
     channel_at: Callable[[PhyLink, float], ChannelProfile],
+    cause: str = "ber_retrain",
+    tag: str = "",
 ) -> None:
-    """Dynamic retraining from L0 at ``t``: Recovery, a new EQ round, back to L0."""
+    """Dynamic retraining from L0 at ``t``: Recovery, a new EQ round, back to L0.
+
+    Each round's physics is drawn under ``<link>/<tag><round>``: the link's own draw,
+    whatever other links do.
+    """
     assert trace.in_l0 and trace.ltssm is not None
     trace.states[-1].t_exit_ns = t
     link = trace.link
 
     def source(round_: int, t_round: float) -> LinkPhysics:
-        return single_link_physics(link, channel_at(link, t_round), seed, f"{link.name}/{round_}")
+        return single_link_physics(
+            link, channel_at(link, t_round), seed, f"{link.name}/{tag}{round_}"
+        )
 
     trace.ltssm.handle(Event.RETRAIN)
-    _Walker(trace, source).run(t, "ber_retrain")
+    _Walker(trace, source).run(t, cause)
+
+
+def recovery_episode(
+    link: PhyLink,
+    t: float,
+    seed: int,
+    channel_at: Callable[[PhyLink, float], ChannelProfile],
+    rounds_before: int,
+    cause: str,
+) -> LinkTrace:
+    """A Recovery that ``cause`` (not the BER monitor) requests of ``link`` in L0 at ``t``.
+
+    The link's LTSSM leaves L0 on RETRAIN, which starts a new EQ round, and is walked to
+    L0 (or until it gives up) as :func:`retrain` walks a BER retraining, on the channel
+    in force. Returns the episode alone, from its Recovery.RcvrLock row; its rounds are
+    numbered on from ``rounds_before`` and their physics drawn under
+    ``<link>/<cause>/<round>``, so an episode's draw depends only on its link and index.
+    """
+    ltssm = Ltssm(skip_phase3=not link.device.run_eq_phase3)
+    # The recorded trace has the link in L0 at t, its last EQ round complete.
+    ltssm.state = State.L0
+    episode = LinkTrace(
+        link=link,
+        states=[StateRow(State.L0, t, t, cause, rounds_before)],
+        rounds=rounds_before,
+        ltssm=ltssm,
+    )
+    retrain(episode, t, seed, channel_at, cause=cause, tag=f"{cause}/")
+    episode.states.pop(0)
+    return episode
 
 
 def group_summaries(links: list[PhyLink], seed: int) -> list[dict]:

@@ -222,6 +222,40 @@ def phase_alignment(ctx: RunContext) -> Verdict:
     )
 
 
+# Recoveries another layer asks for (sitssim/phy/stage.py, PhyStage.recover): not the BER
+# monitor's requests, and counted through by its training cycles, which ran before them.
+LINK_LAYER_RECOVERY = "replay_rollover"
+
+
+def _monitor_view(states: pd.DataFrame) -> pd.DataFrame:
+    """``link_states`` as the BER monitor saw them: each Recovery episode the link layer
+    asked for is dropped, and the L0 rows around it are joined (the first keeps its id)."""
+    kept: list[dict] = []
+    for _, group in states.sort_values(["link", "state_id"]).groupby("link", sort=True):
+        l0: dict | None = None
+        skipping = False
+        for r in group.to_dict("records"):
+            if r["state"] == State.RECOVERY_RCVRLOCK.value and r["cause"] == LINK_LAYER_RECOVERY:
+                skipping = True
+                continue
+            if skipping:
+                if r["state"] == State.L0.value:
+                    l0["t_exit_ns"] = r["t_exit_ns"]
+                    skipping = False
+                    continue
+                if r["cause"] != "ber_retrain":
+                    continue
+                # The episode ran into a retraining the monitor asked for.
+                l0["t_exit_ns"] = r["t_enter_ns"]
+                skipping = False
+            r = dict(r)
+            kept.append(r)
+            l0 = r if r["state"] == State.L0.value else None
+        if skipping:
+            l0["t_exit_ns"] = math.nan
+    return pd.DataFrame(kept, columns=states.columns)
+
+
 def _retrain_requests(states: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:
     """Per link, (state_id, time) of every Recovery.RcvrLock entered straight from L0."""
     out: dict[str, list[tuple[int, float]]] = {}
@@ -240,6 +274,7 @@ def retrain_trigger(ctx: RunContext) -> Verdict:
     states, windows = _table(ctx, "link_states"), _table(ctx, "ber_windows")
     if states is None or windows is None:
         return clause.not_applicable("no link training was modelled")
+    states = _monitor_view(states)
     requests = _retrain_requests(states)
     if windows.empty and not requests:
         return clause.not_applicable(

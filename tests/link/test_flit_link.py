@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from sitssim.link.flit import flit_time_ns
-from sitssim.link.flit_link import TLP_BYTES_PER_FLIT, FlitLink, ReplayLog
+from sitssim.link.flit_link import TLP_BYTES_PER_FLIT, FlitLink, Recover, ReplayLog
 from sitssim.link.replay import ReplayProfile
 
 FLIT_NS = flit_time_ns()
 
 
+class PhyDouble:
+    """Stands in for the PHY stage: each Recovery takes longer than the last, so an outage
+    that matches its answer can only come from asking it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, float]] = []
+
+    def __call__(self, channel: int, t_ns: float) -> float:
+        self.calls.append((channel, t_ns))
+        return t_ns + 300.0 * len(self.calls)
+
+
 def make_link(
-    p: float, seed: int = 0, recovery_ns: float = 1000.0, log: ReplayLog | None = None
+    p: float,
+    seed: int = 0,
+    recover: Recover | None = None,
+    log: ReplayLog | None = None,
 ) -> FlitLink:
     return FlitLink(
         channel=3,
@@ -23,7 +37,7 @@ def make_link(
         rng=np.random.default_rng(seed),
         profile=ReplayProfile(flit_time_ns=FLIT_NS),
         dllp_ns=10.0,
-        recovery_ns=recovery_ns,
+        recover=recover if recover is not None else PhyDouble(),
         log=log if log is not None else ReplayLog(),
     )
 
@@ -69,15 +83,20 @@ def test_failure_count_follows_the_flit_error_probability() -> None:
     assert abs(failures - trials * p) < 5 * sigma
 
 
-def test_replay_num_rollover_takes_the_link_through_recovery() -> None:
+def test_replay_num_rollover_holds_the_link_until_the_phy_says_it_is_back() -> None:
     log = ReplayLog()
-    link = make_link(0.9, seed=1, recovery_ns=500.0, log=log)
+    phy = PhyDouble()
+    link = make_link(0.9, seed=1, recover=phy, log=log)
     busy, _ = link.burst(TLP_BYTES_PER_FLIT * 4, 0.0)
-    assert "recovery" in log.event
-    assert link.recoveries and all(
-        up - down == pytest.approx(500.0) for down, up in link.recoveries
-    )
-    assert busy >= 500.0
+    assert len(phy.calls) >= 2
+    assert {channel for channel, _ in phy.calls} == {3}
+    # The link is down from each rollover exactly until the PHY's answer ...
+    assert link.recoveries == [(t, t + 300.0 * (i + 1)) for i, (_, t) in enumerate(phy.calls)]
+    # ... and the log shows each Recovery entered at its rollover and the retry buffer
+    # replayed not before the link is back.
+    recovery_rows = [t for e, t in zip(log.event, log.t_ns, strict=True) if e == "recovery"]
+    assert recovery_rows == [t for span in link.recoveries for t in span]
+    assert busy >= sum(up - down for down, up in link.recoveries)
 
 
 def test_same_seed_same_replays() -> None:

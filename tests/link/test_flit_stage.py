@@ -1,16 +1,20 @@
-"""Flit mode inside a run: efficiency at BER 0, and replays that only ever add latency."""
+"""Flit mode inside a run: efficiency at BER 0, replays that only ever add latency, and the
+L1 Recovery a REPLAY_NUM rollover sends the link through."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from sitssim.cli import app
 from sitssim.link.flit import payload_efficiency
 from sitssim.scenario import scenario_from_data
-from sitssim.simulation import simulate
+from sitssim.simulation import RunResult, simulate
 
 
 @pytest.fixture
@@ -63,3 +67,85 @@ def test_replays_only_add_latency_to_the_same_arrivals(
     assert len(replays) == noisy.metrics["link_layer"]["replays"] > 0
     assert set(replays["link"]) <= {"a>b", "b>a"}
     assert noisy.metrics["oracle_latency_violations"] == 0
+
+
+@pytest.fixture(scope="module")
+def rollovers(one_link_data: Callable[..., dict[str, Any]]) -> RunResult:
+    """Traffic both ways over a link whose REPLAY_NUM has one bit (a device that asks for
+    Recovery on the 2nd replay without progress) at a pre-FEC BER that makes that happen."""
+    data = one_link_data(
+        [
+            {
+                "kind": "synthetic",
+                "pattern": "pair",
+                "src": src,
+                "dst": dst,
+                "message_bytes": "4KiB",
+                "load": 0.5,
+            }
+            for src, dst in (("a", "b"), ("b", "a"))
+        ],
+        duration="10us",
+        seed=3,
+    )
+    data["links"]["default"]["encoding"] = "flit256"
+    data["link_layer"] = {"flit": {"pre_fec_ber": 3e-4, "replay_num_bits": 1}}
+    return simulate(scenario_from_data(data))
+
+
+def _episodes(result: RunResult) -> list[tuple[float, float]]:
+    """(start, back) of each rollover Recovery on the traffic clock, from ``link_states``."""
+    states = result.tables["link_states"]
+    start = result.metrics["phy"]["traffic_start_ns"]
+    l0 = states.loc[states["state"] == "L0", "t_enter_ns"].to_numpy()
+    return [
+        (t - start, float(l0[l0 > t].min()) - start)
+        for t in states.loc[states["cause"] == "replay_rollover", "t_enter_ns"]
+    ]
+
+
+def test_replay_num_rollover_holds_both_directions_through_an_l1_retraining(
+    rollovers: RunResult,
+) -> None:
+    episodes = _episodes(rollovers)
+    assert len(episodes) >= 2
+    assert rollovers.metrics["phy"]["replay_recoveries"] == len(episodes)
+    replays = rollovers.tables["replays"]
+    recovery = replays.loc[replays["event"] == "recovery", "t_ns"].to_numpy()
+    for start, back in episodes:
+        # Recovery entered at the rollover, the retry buffer replayed when L1 is back in L0.
+        assert np.isclose(recovery, start).any() and np.isclose(recovery, back).any()
+    # Every rollover either started an episode or came while one was under way.
+    assert all(any(s - 1e-6 <= t <= b + 1e-6 for s, b in episodes) for t in recovery)
+    # Each outage spans a full Level-3 EQ round: an L1 retraining, not a fixed wait.
+    eq = rollovers.tables["eq"]
+    start_phy = rollovers.metrics["phy"]["traffic_start_ns"]
+    for start, back in episodes:
+        inside = eq[(eq["t_start_ns"] >= start + start_phy) & (eq["t_end_ns"] <= back + start_phy)]
+        assert set(inside["phase"]) == {0, 1, 2, 3}
+    # Neither direction delivers anything while the link retrains (what was already on
+    # the wire, one message and the flight time, excepted).
+    messages = rollovers.tables["messages"]
+    assert set(messages["src"]) == {"a", "b"}
+    link = rollovers.tables["links"].iloc[0]
+    on_wire = 4096 / link["bytes_per_ns"] + link["propagation_ns"]
+    delivered = messages["t_deliver_ns"].to_numpy()
+    for start, back in episodes:
+        assert not ((delivered > start + on_wire) & (delivered < back)).any()
+    assert np.isfinite(delivered).all()
+
+
+def test_a_scenario_that_still_sets_recovery_is_told_it_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text(
+        "name: old\n"
+        "topology: {kind: fat_tree, gpus: 4, levels: 1, radix: 4}\n"
+        "link_layer:\n"
+        "  flit:\n"
+        "    pre_fec_ber: 1e-6\n"
+        "    recovery: 5us\n"
+        "workloads: [{kind: synthetic, pattern: uniform_random, message_bytes: 2KiB, load: 0.2}]\n"
+    )
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert f"{path.name}:6" in result.output and "link_layer.flit.recovery" in result.output
