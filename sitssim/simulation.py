@@ -206,6 +206,10 @@ def _metrics(
         "data_messages": len(data),
         "data_latency_ns": _quantiles(data["latency_ns"].to_numpy()),
         "data_zero_load_ns": _quantiles(data["zero_load_ns"].to_numpy()),
+        "latency_by_kind_ns": {
+            str(kind): _quantiles(group["latency_ns"].to_numpy())
+            for kind, group in messages.groupby("kind", observed=True)
+        },
         "probe_rtt_ns": _quantiles(probes["rtt_ns"].dropna().to_numpy()),
         "oracle_latency_violations": int((slack < -tolerance).sum()),
         "offered_GBps": bound.offered_bytes_per_ns,

@@ -80,3 +80,13 @@ def test_every_catalogued_clause_is_judged_exactly_once(first: RunResult) -> Non
     # The L3 clauses this run has facts for are judged, not skipped.
     for clause in ("fabric.hop_limit", "fabric.topology_limits", "fabric.tso_window"):
         assert judged[clause] != "n/a"
+
+
+def test_latency_is_summarised_per_message_kind(first: RunResult) -> None:
+    messages = first.tables["messages"]
+    by_kind = first.metrics["latency_by_kind_ns"]
+    assert set(by_kind) == set(messages["kind"].astype(str))
+    for kind, summary in by_kind.items():
+        latency = messages.loc[messages["kind"] == kind, "latency_ns"]
+        assert summary["max"] == latency.max()
+    assert by_kind["data"] == first.metrics["data_latency_ns"]

@@ -14,9 +14,15 @@ The only event per hop is the message's arrival at the next node, after the
 serialisation, the link's flight time and that node's arbitration latency
 (switch level or root complex). Arrival either delivers the message (last
 hop) or hands it to the next port of its route. Ports are store-and-forward
-at message granularity. When the link layer brings credits (a port that may
-have to wait for its downstream buffer), such ports get a real queue and a
-wake-up callback; ``_Port.accept`` is the seam where that goes.
+at message granularity.
+
+When the link layer brings credits, a port may have to wait for room in the
+next node's buffer. Such a port keeps the messages it cannot commit yet in a
+queue and is woken (one event) when its port is free or a credit comes back.
+A message is committed as soon as its credits are there, possibly while the
+port is still busy, and then costs no more than on an uncredited port. The
+queue is served in arrival order except where the PCIe ordering table lets a
+later message pass an oldest one that has no credit (``_passer``).
 
 A probe request that is delivered turns into a completion after the
 completer's turnaround, routed back to the requester; the pair's round trip
@@ -38,7 +44,7 @@ import simpy
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
-from sitssim.link.credit_stage import FC_CLASS_OF_KIND, CreditLink
+from sitssim.link.credit_stage import FC_CLASS_OF_KIND, FC_POSTED, CreditLink
 from sitssim.link.flit_link import FlitLink
 from sitssim.workloads.synthetic import (
     KIND_PROBE_COMPLETION,
@@ -91,7 +97,7 @@ class _Port:
         "outages",
         "queue",
         "reverse",
-        "wake_pending",
+        "wake_at",
     )
 
     def __init__(self, inv_bw: float, fwd_delay: float) -> None:
@@ -106,7 +112,7 @@ class _Port:
         self.reverse: _Port | None = None
         self.credit: CreditLink | None = None
         self.queue: deque[int] = deque()
-        self.wake_pending = False
+        self.wake_at = math.inf
         self.index = -1
         self.last_start = 0.0
 
@@ -123,14 +129,16 @@ class _Port:
                 if down < start + service and start < up:
                     start = up
         deliver = service
-        if self.link is not None:
-            recoveries = len(self.link.recoveries)
-            extra_busy, extra_deliver = self.link.burst(size, start)
-            service += extra_busy
-            deliver += extra_deliver
-            if self.reverse is not None:
-                for down, up in self.link.recoveries[recoveries:]:
-                    self.reverse.add_outage(down, up)
+        link = self.link
+        if link is not None:
+            recoveries = len(link.recoveries)
+            extra_busy, extra_deliver = link.burst(size, start)
+            if extra_busy or extra_deliver:
+                service += extra_busy
+                deliver += extra_deliver
+                if self.reverse is not None and len(link.recoveries) > recoveries:
+                    for down, up in link.recoveries[recoveries:]:
+                        self.reverse.add_outage(down, up)
         self.last_start = start
         self.free_at = start + service
         self.busy_ns += service
@@ -168,6 +176,10 @@ class Transport:
                 port.link = flit_links[ch.id]
             if credit_links is not None:
                 port.credit = credit_links[ch.id]
+        # Every credited channel is built from one credit profile, so a message costs the
+        # same credits on each: worked out once, at injection.
+        self._credit_model = next((p.credit for p in self.ports if p.credit is not None), None)
+        self._credit_of: list[tuple[int, int, int]] = []
         self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
         self._probe_params = probe_params
         self._on_deliver: dict[int, Callable[[int], None]] = {}
@@ -245,6 +257,9 @@ class Transport:
         self.t_deliver.append(math.nan)
         self._hop.append(0)
         self._ports_of.append(ports)
+        if self._credit_model is not None:
+            fc = FC_CLASS_OF_KIND[kind]
+            self._credit_of.append((fc, *self._credit_model.cost(size)))
         self._undelivered += 1
         self._send(ports[0], msg)
         return msg
@@ -270,19 +285,36 @@ class Transport:
     # --- ports -----------------------------------------------------------------
 
     def _send(self, port: _Port, msg: int) -> None:
-        if port.credit is not None:
-            port.queue.append(msg)
-            self._try_start(port)
-            return
         env = self.env
         now = env.now
+        credit = port.credit
+        if credit is not None:
+            queue = port.queue
+            fc, hdr, data = self._credit_of[msg]
+            if (
+                queue
+                or credit.avail_hdr[fc] < hdr
+                or credit.avail_data[fc] < data
+                or credit.stall_start[fc] is not None
+            ):
+                queue.append(msg)
+                # A port that waits decides when it is woken, unless it is free and the
+                # newcomer may pass its head (nothing passes a posted request).
+                if port.wake_at == math.inf or (
+                    port.free_at <= now and self._credit_of[queue[0]][0] != FC_POSTED
+                ):
+                    self._try_start(port)
+                return
+            # The common case, inline: nothing queued, and credit at hand.
+            credit.avail_hdr[fc] -= hdr
+            credit.avail_data[fc] -= data
         env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
         hop = self._hop[msg]
         if hop:
             came_on = self._ports_of[msg][hop - 1]
             if came_on.credit is not None:
                 # The message leaves the buffer it waits in when its serialisation starts.
-                self._release(came_on, msg, port.last_start)
+                self._release(came_on, msg, port.last_start, now)
 
     def _arrive(self, ev: _Hop) -> None:
         msg = ev.msg
@@ -291,69 +323,126 @@ class Transport:
         ports = self._ports_of[msg]
         came_on = ports[hop - 1]
         if came_on.credit is not None:
-            came_on.credit.receive(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], self.env.now)
+            fc, hdr, data = self._credit_of[msg]
+            came_on.credit.receive(fc, hdr, data)
         if hop < len(ports):
             self._send(ports[hop], msg)
         else:
             if came_on.credit is not None:
-                self._release(came_on, msg, self.env.now)
+                now = self.env.now
+                self._release(came_on, msg, now, now)
             self._deliver(msg)
 
     # --- flow control (ports whose far end advertises finite credits) ---------
 
     def _try_start(self, port: _Port) -> None:
-        """Commit the messages of a credited port's queue, in order, as far as credit allows.
+        """Start the messages of a credited port's queue as far as credit and ordering allow.
 
         A message is committed as soon as its credits are there, to start when the port
         is free (this port is its credits' only consumer, so taking them early changes
-        nothing). A message without credit waits for one wake-up: the port free again, or
-        the earliest credit on its way back. Credits come back through a time-ordered
-        heap, applied here when the sender looks, not by an event each.
+        nothing). When the port is free and the oldest message has no credit, a later one
+        may go instead if the PCIe ordering table lets it pass every message ahead of it
+        (``_passer``). A port that can start nothing waits for one wake-up: the port free
+        again, or the earliest credit on its way back.
         """
-        if not port.queue or port.wake_pending:
-            return
         env = self.env
         now = env.now
         credit = port.credit
-        if credit.pending and credit.pending[0][0] <= now:
-            credit.absorb(now)
         queue = port.queue
+        credit_of = self._credit_of
+        avail_hdr = credit.avail_hdr
+        avail_data = credit.avail_data
+        stall_start = credit.stall_start
         while queue:
             msg = queue[0]
-            fc = FC_CLASS_OF_KIND[self.kind[msg]]
-            size = self.size[msg]
-            if port.free_at > now:
-                if not credit.fits(fc, size):
-                    self._wake(port, port.free_at - now)
+            fc, hdr, data = credit_of[msg]
+            if avail_hdr[fc] >= hdr and avail_data[fc] >= data and stall_start[fc] is None:
+                # The common case, inline: credit at hand and no stall of this class to close.
+                avail_hdr[fc] -= hdr
+                avail_data[fc] -= data
+                queue.popleft()
+            elif port.free_at > now:
+                # Credit that is back by the time the port is free counts now: this port is
+                # its only consumer, and every message it commits starts after that.
+                if not credit.fits(fc, hdr, data, port.free_at):
+                    # Decide again when the port is free, if something may pass the head
+                    # then; behind a posted head nothing can, so wait for credit as well.
+                    wake = port.free_at
+                    if fc == FC_POSTED:
+                        wake = max(wake, credit.next_return())
+                    if wake != math.inf:
+                        self._wake(port, wake)
                     return
-                credit.consume(fc, size)
-            elif not credit.try_consume(fc, size, now):
-                if credit.pending:
-                    self._wake(port, credit.pending[0][0] - now)
-                return
-            queue.popleft()
-            env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, size) - now)
+                credit.consume(fc, hdr, data)
+                queue.popleft()
+            elif credit.try_consume(fc, hdr, data, now):
+                queue.popleft()
+            else:
+                i = self._passer(port)
+                if i < 0:
+                    t_back = credit.next_return()
+                    if t_back != math.inf:
+                        self._wake(port, t_back)
+                    return
+                msg = queue[i]
+                del queue[i]
+                fc, hdr, data = credit_of[msg]
+            env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
             hop = self._hop[msg]
             if hop:
                 came_on = self._ports_of[msg][hop - 1]
-                if came_on.credit is not None:
-                    self._release(came_on, msg, port.last_start)
+                back = came_on.credit
+                if back is not None:
+                    # _release, inline: most credited hops start here.
+                    t_back = back.release(fc, hdr, data, port.last_start, now)
+                    if came_on.queue:
+                        t = t_back if t_back > came_on.free_at else came_on.free_at
+                        if t < came_on.wake_at:
+                            self._wake(came_on, t)
 
-    def _wake(self, port: _Port, delay: float) -> None:
-        port.wake_pending = True
-        self.env.schedule(_Hop(self._woken, port.index), delay=delay)
+    def _passer(self, port: _Port) -> int:
+        """The first queued message with credit that may pass all those ahead of it, or -1.
+
+        Fabric ports apply the PCIe ordering table to messages without relaxed-ordering or
+        ID-based-ordering attributes: nothing passes a posted request (A2a, B2a, D2a); a
+        posted request passes non-posted ones and completions (A3-A5), and non-posted
+        requests and completions pass each other and their own class (B3-B5, D3-D5: every
+        "Y/N" taken). The head has already been refused.
+        """
+        credit = port.credit
+        credit_of = self._credit_of
+        now = self.env.now
+        for i, msg in enumerate(port.queue):
+            fc, hdr, data = credit_of[msg]
+            if i and credit.try_consume(fc, hdr, data, now):
+                return i
+            if fc == FC_POSTED:
+                return -1
+        return -1
+
+    def _wake(self, port: _Port, t: float) -> None:
+        """Make sure ``port`` looks at its queue again at ``t`` (or earlier)."""
+        if t < port.wake_at:
+            port.wake_at = t
+            self.env.schedule(_Hop(self._woken, port.index), delay=t - self.env.now)
 
     def _woken(self, ev: _Hop) -> None:
         port = self.ports[ev.msg]
-        port.wake_pending = False
+        # A wake-up superseded by an earlier one finds a later ``wake_at``, or none.
+        if port.wake_at != self.env.now:
+            return
+        port.wake_at = math.inf
         self._try_start(port)
 
-    def _release(self, came_on: _Port, msg: int, t_leave: float) -> None:
+    def _release(self, came_on: _Port, msg: int, t_leave: float, now: float) -> None:
         """``msg`` leaves the buffer behind ``came_on`` at ``t_leave``; its UpdateFC follows."""
-        t_back = came_on.credit.release(FC_CLASS_OF_KIND[self.kind[msg]], self.size[msg], t_leave)
-        if came_on.queue and not came_on.wake_pending:
-            # A sender held up for credit waits for this return.
-            self._wake(came_on, t_back - self.env.now)
+        fc, hdr, data = self._credit_of[msg]
+        t_back = came_on.credit.release(fc, hdr, data, t_leave, now)
+        if came_on.queue:
+            # A sender held up for credit waits for this return (and for its port).
+            t = t_back if t_back > came_on.free_at else came_on.free_at
+            if t < came_on.wake_at:
+                self._wake(came_on, t)
 
     def _deliver(self, msg: int) -> None:
         if not math.isnan(self.t_deliver[msg]):

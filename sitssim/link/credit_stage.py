@@ -2,9 +2,9 @@
 
 The transport drives one ``CreditLink`` per channel: a port sends a message only when
 ``try_consume`` grants its credits, the next node holds them (``receive``) from the
-message's arrival until it leaves that node's buffer (``release``: it starts
-serialisation on its next port, or is delivered), and the UpdateFC that frees them reaches
-the sender (``returned``) after the reverse flight time plus ``update_delay``.
+message's arrival until it is committed to its next port or delivered (``release``, told
+when it leaves that node's buffer), and the UpdateFC that frees them reaches the sender
+(``sync``) the reverse flight time plus ``update_delay`` after it leaves.
 
 ``CreditLink`` is the arithmetic of the sans-I/O ``CreditSender`` / ``CreditReceiver`` pair
 (``sitssim.link.credits``) specialised to what a run needs: lossless UpdateFCs sent at
@@ -21,6 +21,7 @@ advertised, and every credit is back with its sender when the fabric is idle.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -33,17 +34,37 @@ from sitssim.workloads.synthetic import KIND_NAMES
 
 FC_CLASSES: tuple[FcClass, ...] = tuple(FcClass)
 N_CLASSES = len(FC_CLASSES)
-# Which flow-control class (an index into FC_CLASSES) each message kind travels in.
+# Which flow-control class (an index into FC_CLASSES) each message kind travels in: reads
+# are non-posted, their completions completions; everything else is a posted write.
+_NON_POSTED = {
+    "probe_request": FcClass.NP,
+    "txn_read": FcClass.NP,
+    "probe_completion": FcClass.CPL,
+    "txn_completion": FcClass.CPL,
+}
 FC_CLASS_OF_KIND: tuple[int, ...] = tuple(
-    FC_CLASSES.index(
-        {"probe_request": FcClass.NP, "probe_completion": FcClass.CPL}.get(name, FcClass.P)
-    )
-    for name in KIND_NAMES
+    FC_CLASSES.index(_NON_POSTED.get(name, FcClass.P)) for name in KIND_NAMES
 )
+FC_POSTED = FC_CLASSES.index(FcClass.P)
 
 
 class CreditLink:
-    """Flow control of one channel: the sender's credits and the far end's buffer."""
+    """Flow control of one channel: the sender's credits and the far end's buffer.
+
+    A message's credit cost ``(fc, hdr, data)`` comes from :meth:`cost`, once per message;
+    the hot-path methods take it as it is. UpdateFCs on their way back wait in a heap (a
+    port commits its next message ahead, so departures, and the returns that follow them,
+    are known out of time order) and are applied lazily (:meth:`sync`): only when a
+    decision needs them (a refusal) or the heap grows, which gives the same answers as
+    applying each at its own time, because a return only ever adds credit.
+
+    The far buffer counts a message from its arrival until it is committed to its next
+    port or delivered (``release``), which may be before it starts. That is enough for
+    the overrun check: the buffer's true occupancy cannot exceed the advertisement while
+    the sender never overdraws, every UpdateFC follows its message's departure (``t_back
+    = t_leave + return_ns``) and no message leaves before it arrived (``release`` checks
+    ``t_leave >= now``); what the count catches is a sender that ignores its credits.
+    """
 
     __slots__ = (
         "adv_data",
@@ -54,14 +75,16 @@ class CreditLink:
         "costs",
         "held_data",
         "held_hdr",
-        "leaving",
         "max_payload",
-        "pending",
         "return_ns",
+        "returning",
         "stall_need",
         "stall_start",
         "stalls",
     )
+
+    # UpdateFCs kept before a sync is forced, so a link that never runs short stays small.
+    BACKLOG = 32
 
     def __init__(
         self, channel: int, hdr: int, data: int, return_ns: float, max_payload: int
@@ -79,11 +102,8 @@ class CreditLink:
         self.stall_start: list[float | None] = [None] * N_CLASSES
         self.stall_need: list[tuple[int, int]] = [(0, 0)] * N_CLASSES
         self.stalls: list[tuple[int, float, float, int, int]] = []
-        # (time, class, hdr, data) heaps: buffer space freed at the far end, and the
-        # UpdateFCs reaching the sender. A message's departure can be known before it
-        # happens (a port commits its next message ahead), so both are time-ordered heaps.
-        self.leaving: list[tuple[float, int, int, int]] = []
-        self.pending: list[tuple[float, int, int, int]] = []
+        # (t_back, class, hdr, data): UpdateFCs on their way to the sender, a heap.
+        self.returning: list[tuple[float, int, int, int]] = []
         self.costs: dict[int, tuple[int, int]] = {}
 
     def cost(self, n_bytes: int) -> tuple[int, int]:
@@ -98,9 +118,35 @@ class CreditLink:
             self.costs[n_bytes] = found
         return found
 
-    def try_consume(self, fc: int, n_bytes: int, now: float) -> bool:
-        hdr, data = self.cost(n_bytes)
-        if self.avail_hdr[fc] < hdr or self.avail_data[fc] < data:
+    def sync(self, now: float) -> None:
+        """Apply every UpdateFC that has reached the sender by ``now``."""
+        returning = self.returning
+        avail_hdr, avail_data = self.avail_hdr, self.avail_data
+        while returning and returning[0][0] <= now:
+            _, fc, hdr, data = heapq.heappop(returning)
+            avail_hdr[fc] += hdr
+            avail_data[fc] += data
+            if avail_hdr[fc] > self.adv_hdr or avail_data[fc] > self.adv_data:
+                raise InvariantViolation(
+                    f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
+                    "advertisement after an UpdateFC"
+                )
+
+    def next_return(self) -> float:
+        """When the next UpdateFC reaches the sender (inf if none is on its way)."""
+        return self.returning[0][0] if self.returning else math.inf
+
+    def fits(self, fc: int, hdr: int, data: int, now: float) -> bool:
+        if self.avail_hdr[fc] >= hdr and self.avail_data[fc] >= data:
+            return True
+        returning = self.returning
+        if not returning or returning[0][0] > now:
+            return False
+        self.sync(now)
+        return self.avail_hdr[fc] >= hdr and self.avail_data[fc] >= data
+
+    def try_consume(self, fc: int, hdr: int, data: int, now: float) -> bool:
+        if not self.fits(fc, hdr, data, now):
             if self.stall_start[fc] is None:
                 self.stall_start[fc] = now
             self.stall_need[fc] = (hdr, data)
@@ -113,57 +159,40 @@ class CreditLink:
             self.stall_start[fc] = None
         return True
 
-    def fits(self, fc: int, n_bytes: int) -> bool:
-        hdr, data = self.cost(n_bytes)
-        return self.avail_hdr[fc] >= hdr and self.avail_data[fc] >= data
-
-    def consume(self, fc: int, n_bytes: int) -> None:
+    def consume(self, fc: int, hdr: int, data: int) -> None:
         """Charge credits known to be there (``fits``), for a message committed ahead."""
-        hdr, data = self.cost(n_bytes)
         self.avail_hdr[fc] -= hdr
         self.avail_data[fc] -= data
 
-    def settle(self, now: float) -> None:
-        """Free the buffer space of every message that has left by ``now``."""
-        leaving = self.leaving
-        while leaving and leaving[0][0] <= now:
-            _, fc, hdr, data = heapq.heappop(leaving)
-            self.held_hdr[fc] -= hdr
-            self.held_data[fc] -= data
-
-    def receive(self, fc: int, n_bytes: int, now: float) -> None:
-        self.settle(now)
-        hdr, data = self.cost(n_bytes)
-        self.held_hdr[fc] += hdr
-        self.held_data[fc] += data
+    def receive(self, fc: int, hdr: int, data: int) -> None:
+        """A message arrives in the far buffer."""
+        held_hdr, held_data = self.held_hdr, self.held_data
+        held_hdr[fc] += hdr
+        held_data[fc] += data
         # An infinite kind costs nothing, so its count stays at its advertisement, 0.
-        if self.held_hdr[fc] > self.adv_hdr or self.held_data[fc] > self.adv_data:
+        if held_hdr[fc] > self.adv_hdr or held_data[fc] > self.adv_data:
             raise InvariantViolation(
                 f"channel {self.channel}: class {FC_CLASSES[fc].value} buffer holds "
-                f"{self.held_hdr[fc]} hdr / {self.held_data[fc]} data credits, above the "
+                f"{held_hdr[fc]} hdr / {held_data[fc]} data credits, above the "
                 f"advertised {self.adv_hdr} / {self.adv_data} (sender overran it)"
             )
 
-    def release(self, fc: int, n_bytes: int, t_leave: float) -> float:
-        """The message leaves the buffer at ``t_leave``; returns when its UpdateFC arrives."""
-        hdr, data = self.cost(n_bytes)
-        heapq.heappush(self.leaving, (t_leave, fc, hdr, data))
+    def release(self, fc: int, hdr: int, data: int, t_leave: float, now: float) -> float:
+        """The message, committed at ``now``, leaves the far buffer at ``t_leave``; returns
+        when its UpdateFC reaches the sender."""
+        if t_leave < now:
+            raise InvariantViolation(
+                f"channel {self.channel}: a message leaves the buffer at {t_leave} ns, "
+                f"before it was committed ({now} ns)"
+            )
+        self.held_hdr[fc] -= hdr
+        self.held_data[fc] -= data
         t_back = t_leave + self.return_ns
-        heapq.heappush(self.pending, (t_back, fc, hdr, data))
+        returning = self.returning
+        heapq.heappush(returning, (t_back, fc, hdr, data))
+        if len(returning) > self.BACKLOG and returning[0][0] <= now:
+            self.sync(now)
         return t_back
-
-    def absorb(self, now: float) -> None:
-        """Apply every UpdateFC that has reached the sender by ``now`` (they arrive in order)."""
-        pending = self.pending
-        while pending and pending[0][0] <= now:
-            _, fc, hdr, data = heapq.heappop(pending)
-            self.avail_hdr[fc] += hdr
-            self.avail_data[fc] += data
-            if self.avail_hdr[fc] > self.adv_hdr or self.avail_data[fc] > self.adv_data:
-                raise InvariantViolation(
-                    f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
-                    "advertisement after an UpdateFC"
-                )
 
 
 @dataclass
@@ -204,8 +233,7 @@ class CreditStage:
         for link in self.links:
             if link is None:
                 continue
-            link.absorb(float("inf"))
-            link.settle(float("inf"))
+            link.sync(math.inf)
             for fc in range(N_CLASSES):
                 back = (link.avail_hdr[fc], link.avail_data[fc])
                 if back != (link.adv_hdr, link.adv_data) or link.held_hdr[fc] or link.held_data[fc]:

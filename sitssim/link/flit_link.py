@@ -104,7 +104,10 @@ class FlitLink:
         self.recover = recover
         self.log = log
         self._rng = rng
-        self.seq = 1
+        # The sequence number is derived when a burst needs the replay cores: the next
+        # one was ``_seq_base`` when ``_sent_at_base`` flits had been sent.
+        self._seq_base = 1
+        self._sent_at_base = 0
         self.flits_sent = 0
         self.flits_replayed = 0
         self.recoveries: list[tuple[float, float]] = []
@@ -127,17 +130,23 @@ class FlitLink:
     def burst(self, n_bytes: int, start_ns: float) -> tuple[float, float]:
         """Send a message's flits from ``start_ns``; return (extra busy ns, extra delivery ns)."""
         n = -(-n_bytes // TLP_BYTES_PER_FLIT) or 1
-        self.flits_sent += n
         if self._gap > n:
             self._gap -= n
-            self.seq = (self.seq - 1 + n) % 1023 + 1
+            self.flits_sent += n
             return 0.0, 0.0
         return self._session(n, start_ns)
 
+    @property
+    def seq(self) -> int:
+        """The sequence number the next new flit takes (1-1023; 0 marks an idle flit)."""
+        return (self._seq_base - 1 + self.flits_sent - self._sent_at_base) % 1023 + 1
+
     def _session(self, n: int, t0: float) -> tuple[float, float]:
         """Play a burst with at least one failure through the replay cores."""
-        tx = ReplayTransmitter(self.profile, first_seq=self.seq)
-        rx = ReplayReceiver(self.profile, first_seq=self.seq)
+        first_seq = self.seq
+        self.flits_sent += n
+        tx = ReplayTransmitter(self.profile, first_seq=first_seq)
+        rx = ReplayReceiver(self.profile, first_seq=first_seq)
         events: list[tuple[float, int, int, object]] = []
         order = count()
         outq: list[Flit] = []
@@ -230,7 +239,8 @@ class FlitLink:
             raise ReplayInvariantError(
                 f"channel {self.channel}: {delivered} of {n} flits delivered after replay"
             )
-        self.seq = tx.next_seq
+        self._seq_base = tx.next_seq
+        self._sent_at_base = self.flits_sent
         busy_extra = wire_free - (t0 + n * self.flit_ns)
         deliver_extra = last_delivery - (t0 + n * self.flit_ns + self.flight_ns)
         return max(0.0, busy_extra), max(0.0, deliver_extra)

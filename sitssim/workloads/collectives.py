@@ -204,9 +204,9 @@ class _Collective:
         if reduce_bytes_per_ns is not None and not reduce_bytes_per_ns > 0:
             raise ValueError(f"reduce_bytes_per_ns must be positive, got {reduce_bytes_per_ns}")
         # Deferred: synthetic imports the scenario schema, which imports this module.
-        from sitssim.workloads.synthetic import KIND_DATA
+        from sitssim.workloads.synthetic import KIND_COLLECTIVE
 
-        self._kind = KIND_DATA
+        self._kind = KIND_COLLECTIVE
         self.transport = transport
         self.env = transport.env
         self.n = len(gpus)

@@ -23,8 +23,9 @@ order at the requester's egress; each is a read with ``read_fraction``.
    issued: the intervals in which a read was ready and allowed by ordering but
    had no tag are the ``rob_stalls`` table.
 
-Requests and completions are ordinary transport messages (kind ``data``,
-``workload`` = this workload's index). ``transaction_probe_rows`` adds every
+Requests and completions are ordinary transport messages (kinds ``txn_write``,
+``txn_read`` and ``txn_completion``, which travel in the P, NP and Cpl flow-control
+classes; ``workload`` = this workload's index). ``transaction_probe_rows`` adds every
 completed read to the ``probes`` table as a round trip seen by the requester:
 from ready to release, so ``fabric.tso_window`` covers translation, ordering
 and reorder-buffer waits as well as the fabric's round trip.
@@ -147,9 +148,8 @@ class TransactionRun:
     _rob_full_seen: bool = False
 
     def arm(self, scenario: Scenario) -> None:
-        from sitssim.workloads.synthetic import KIND_DATA, component_rng
+        from sitssim.workloads.synthetic import component_rng
 
-        self._kind = KIND_DATA
         self.rob = ReorderBuffer(self.wl.rob_depth)
         wl = self.wl
         name = wl.name or f"#{self.index}"
@@ -223,6 +223,8 @@ class TransactionRun:
             self._stall_since = None
 
     def _inject(self, txn: _Txn, now: float) -> None:
+        from sitssim.workloads.synthetic import KIND_TXN_READ, KIND_TXN_WRITE
+
         txn.t_issue = now
         read = txn.tlp.cls is TxnClass.NON_POSTED
         txn.request_msg = self.transport.inject(
@@ -230,7 +232,7 @@ class TransactionRun:
             self.target_nodes[txn.target],
             self.wl.request_bytes if read else self.wl.write_bytes,
             self.tenant,
-            self._kind,
+            KIND_TXN_READ if read else KIND_TXN_WRITE,
             self.index,
             on_deliver=partial(self._request_delivered, txn),
         )
@@ -246,12 +248,14 @@ class TransactionRun:
             self._send_completion(txn, None)
 
     def _send_completion(self, txn: _Txn, _ev: Any) -> None:
+        from sitssim.workloads.synthetic import KIND_TXN_COMPLETION
+
         txn.completion_msg = self.transport.inject(
             self.target_nodes[txn.target],
             self.requester_node,
             self.wl.completion_bytes,
             self.tenant,
-            self._kind,
+            KIND_TXN_COMPLETION,
             self.index,
             parent=txn.request_msg,
             on_deliver=partial(self._completed, txn),

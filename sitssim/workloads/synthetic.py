@@ -40,7 +40,21 @@ KIND_PROBE_REQUEST = 1
 KIND_PROBE_COMPLETION = 2
 KIND_CLOCK_SYNC = 3
 KIND_FENCE = 4
-KIND_NAMES = ("data", "probe_request", "probe_completion", "clock_sync", "fence")
+KIND_COLLECTIVE = 5
+KIND_TXN_WRITE = 6
+KIND_TXN_READ = 7
+KIND_TXN_COMPLETION = 8
+KIND_NAMES = (
+    "data",
+    "probe_request",
+    "probe_completion",
+    "clock_sync",
+    "fence",
+    "collective",
+    "txn_write",
+    "txn_read",
+    "txn_completion",
+)
 
 
 def component_rng(seed: int, *name: object) -> np.random.Generator:

@@ -30,7 +30,9 @@ def test_credit_link_matches_the_cores(
     ops: list[tuple[str, int, int]], hdr: int, data: int
 ) -> None:
     max_payload = 4096
-    link = CreditLink(channel=0, hdr=hdr, data=data, return_ns=5.0, max_payload=max_payload)
+    # UpdateFCs take far longer than a whole run of other steps, so the link finds one due
+    # exactly when the "return" step delivers them to the cores.
+    link = CreditLink(channel=0, hdr=hdr, data=data, return_ns=1e6, max_payload=max_payload)
     advertisement = dict.fromkeys(FC_CLASSES, ClassCredits(hdr=hdr, data=data))
     sender = CreditSender(advertisement)
     receiver = CreditReceiver(advertisement)
@@ -42,34 +44,35 @@ def test_credit_link_matches_the_cores(
         now += 10.0
         held = min(size, max_payload)
         cls = FC_CLASSES[fc]
+        cost = link.cost(size)
         if op == "send":
-            granted = link.try_consume(fc, size, now)
+            granted = link.try_consume(fc, *cost, now)
             assert granted == sender.try_consume(cls, held, now)
             if granted:
                 wire.append((fc, size))
         elif op == "arrive" and wire:
             fc, size = wire.pop(0)
-            link.receive(fc, size, now)
+            link.receive(fc, *link.cost(size))
             receiver.receive(FC_CLASSES[fc], min(size, max_payload), now)
             buffer.append((fc, size))
         elif op == "leave" and buffer:
             fc, size = buffer.pop(0)
-            link.release(fc, size, now)
+            link.release(fc, *link.cost(size), now, now)
             returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
         elif op == "return":
             # Everything released so far reaches the sender by now + return_ns.
             now += link.return_ns
-            link.absorb(now)
+            link.sync(now)
             for update in returning:
                 sender.on_update_fc(update, now)
             returning.clear()
         # The far end's space is freed lazily, when it next looks; look now.
-        link.settle(now)
+        link.sync(now)
         for c, cls in enumerate(FC_CLASSES):
             assert link.held_hdr[c] == receiver.occupied(cls, CreditKind.HDR)
             assert link.held_data[c] == receiver.occupied(cls, CreditKind.DATA)
     now += link.return_ns
-    link.absorb(now)
+    link.sync(now)
     for update in returning:
         sender.on_update_fc(update, now)
     for c, cls in enumerate(FC_CLASSES):

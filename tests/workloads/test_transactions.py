@@ -141,6 +141,25 @@ def test_a_read_waits_for_an_earlier_write_unless_ido_separates_them() -> None:
     assert overtakes(run({**common, "id_based_ordering": 1.0}, duration="5us")) > 0
 
 
+def test_requests_and_completions_travel_in_their_own_flow_control_classes() -> None:
+    tight = {"link_layer": {"credits": {"header_credits": 1, "update_delay": "200ns"}}}
+    result = run({"targets": ["near"], "interval": "20ns", "read_fraction": 0.5}, **tight)
+    txns = result.tables["transactions"]
+    kind = result.tables["messages"].set_index("msg_id")["kind"].astype(str)
+    reads = txns[txns["class"] == "NP"]
+    writes = txns[txns["class"] == "P"]
+    assert len(reads) and len(writes)
+    assert set(kind[reads["request_msg"]]) == {"txn_read"}
+    assert set(kind[writes["request_msg"]]) == {"txn_write"}
+    assert set(kind[reads["completion_msg"]]) == {"txn_completion"}
+    # With one header credit a class, reads stall for NP credit towards the GPU and their
+    # completions for Cpl credit on the way back, each in its own class.
+    stalls = result.tables["credits"]
+    classes = stalls.groupby("link")["fc_class"].agg(lambda c: set(c.astype(str)))
+    assert "NP" in classes["rc>near"] and "Cpl" not in classes["rc>near"]
+    assert classes["near>rc"] == {"Cpl"}
+
+
 def test_tso_window_sees_translation_misses() -> None:
     window = {"root_complex": {"tso_window": "2us"}}
     base = {"targets": ["far"], "interval": "2us", "read_fraction": 1.0}
