@@ -96,6 +96,7 @@ class _Port:
         "messages",
         "outages",
         "queue",
+        "recoveries_seen",
         "reverse",
         "wake_at",
     )
@@ -110,6 +111,7 @@ class _Port:
         self.outages: list[tuple[float, float]] = []
         self.link: FlitLink | None = None
         self.reverse: _Port | None = None
+        self.recoveries_seen = 0
         self.credit: CreditLink | None = None
         self.queue: deque[int] = deque()
         self.wake_at = math.inf
@@ -131,14 +133,16 @@ class _Port:
         deliver = service
         link = self.link
         if link is not None:
-            recoveries = len(link.recoveries)
             extra_busy, extra_deliver = link.burst(size, start)
             if extra_busy or extra_deliver:
+                # Only a burst that needed replays can have sent the link to Recovery.
                 service += extra_busy
                 deliver += extra_deliver
-                if self.reverse is not None and len(link.recoveries) > recoveries:
-                    for down, up in link.recoveries[recoveries:]:
+                recoveries = link.recoveries
+                if self.reverse is not None and len(recoveries) > self.recoveries_seen:
+                    for down, up in recoveries[self.recoveries_seen :]:
                         self.reverse.add_outage(down, up)
+                    self.recoveries_seen = len(recoveries)
         self.last_start = start
         self.free_at = start + service
         self.busy_ns += service
@@ -180,6 +184,9 @@ class Transport:
         # same credits on each: worked out once, at injection.
         self._credit_model = next((p.credit for p in self.ports if p.credit is not None), None)
         self._credit_of: list[tuple[int, int, int]] = []
+        # One (class, hdr, data) tuple per kind and size, shared by every such message: a
+        # tuple per message would be garbage-collector work for nothing.
+        self._costs: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
         self._probe_params = probe_params
         self._on_deliver: dict[int, Callable[[int], None]] = {}
@@ -258,8 +265,11 @@ class Transport:
         self._hop.append(0)
         self._ports_of.append(ports)
         if self._credit_model is not None:
-            fc = FC_CLASS_OF_KIND[kind]
-            self._credit_of.append((fc, *self._credit_model.cost(size)))
+            cost = self._costs.get((kind, size))
+            if cost is None:
+                cost = (FC_CLASS_OF_KIND[kind], *self._credit_model.cost(size))
+                self._costs[(kind, size)] = cost
+            self._credit_of.append(cost)
         self._undelivered += 1
         self._send(ports[0], msg)
         return msg
@@ -322,16 +332,18 @@ class Transport:
         self._hop[msg] = hop
         ports = self._ports_of[msg]
         came_on = ports[hop - 1]
-        if came_on.credit is not None:
-            fc, hdr, data = self._credit_of[msg]
-            came_on.credit.receive(fc, hdr, data)
+        credit = came_on.credit
         if hop < len(ports):
+            if credit is not None:
+                fc, hdr, data = self._credit_of[msg]
+                credit.receive(fc, hdr, data)
             self._send(ports[hop], msg)
-        else:
-            if came_on.credit is not None:
-                now = self.env.now
-                self._release(came_on, msg, now, now)
-            self._deliver(msg)
+            return
+        if credit is not None:
+            t_back = credit.pass_through(*self._credit_of[msg], self.env.now)
+            if came_on.queue and t_back < came_on.wake_at:
+                self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
+        self._deliver(msg)
 
     # --- flow control (ports whose far end advertises finite credits) ---------
 

@@ -177,6 +177,18 @@ class CreditLink:
                 f"advertised {self.adv_hdr} / {self.adv_data} (sender overran it)"
             )
 
+    def pass_through(self, fc: int, hdr: int, data: int, now: float) -> float:
+        """A message arrives and leaves the far buffer at ``now`` (it is delivered there):
+        ``receive`` and ``release`` at once. Returns when its UpdateFC reaches the sender."""
+        if self.held_hdr[fc] + hdr > self.adv_hdr or self.held_data[fc] + data > self.adv_data:
+            self.receive(fc, hdr, data)
+        t_back = now + self.return_ns
+        returning = self.returning
+        heapq.heappush(returning, (t_back, fc, hdr, data))
+        if len(returning) > self.BACKLOG and returning[0][0] <= now:
+            self.sync(now)
+        return t_back
+
     def release(self, fc: int, hdr: int, data: int, t_leave: float, now: float) -> float:
         """The message, committed at ``now``, leaves the far buffer at ``t_leave``; returns
         when its UpdateFC reaches the sender."""

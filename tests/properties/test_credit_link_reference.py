@@ -17,7 +17,7 @@ from sitssim.link.credits import ClassCredits, CreditKind, CreditReceiver, Credi
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["send", "arrive", "leave", "return"]),
+        st.sampled_from(["send", "arrive", "leave", "deliver", "return"]),
         st.integers(0, 2),
         st.integers(1, 9000),
     ),
@@ -58,6 +58,12 @@ def test_credit_link_matches_the_cores(
         elif op == "leave" and buffer:
             fc, size = buffer.pop(0)
             link.release(fc, *link.cost(size), now, now)
+            returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
+        elif op == "deliver" and wire:
+            # Arrives and leaves at once: the last hop of a message.
+            fc, size = wire.pop(0)
+            link.pass_through(fc, *link.cost(size), now)
+            receiver.receive(FC_CLASSES[fc], min(size, max_payload), now)
             returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
         elif op == "return":
             # Everything released so far reaches the sender by now + return_ns.
