@@ -308,9 +308,10 @@ class Transport:
                 or credit.stall_start[fc] is not None
             ):
                 queue.append(msg)
-                # A port that waits decides when it is woken, unless it is free and the
-                # newcomer may pass its head (nothing passes a posted request).
-                if port.wake_at == math.inf or (
+                # A port already waiting decides when it is woken (or, with no credit on its
+                # way, when one is), unless it is free and the newcomer may pass its head:
+                # nothing passes a posted request.
+                if len(queue) == 1 or (
                     port.free_at <= now and self._credit_of[queue[0]][0] != FC_POSTED
                 ):
                     self._try_start(port)
@@ -322,9 +323,15 @@ class Transport:
         hop = self._hop[msg]
         if hop:
             came_on = self._ports_of[msg][hop - 1]
-            if came_on.credit is not None:
+            back = came_on.credit
+            if back is not None:
                 # The message leaves the buffer it waits in when its serialisation starts.
-                self._release(came_on, msg, port.last_start, now)
+                if credit is None:
+                    fc, hdr, data = self._credit_of[msg]
+                t_back = back.release(fc, hdr, data, port.last_start, now)
+                # A sender held up for credit waits for this return (and for its port).
+                if came_on.queue and t_back < came_on.wake_at:
+                    self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
 
     def _arrive(self, ev: _Hop) -> None:
         msg = ev.msg
@@ -405,12 +412,10 @@ class Transport:
                 came_on = self._ports_of[msg][hop - 1]
                 back = came_on.credit
                 if back is not None:
-                    # _release, inline: most credited hops start here.
+                    # As in _send: it leaves the buffer it waited in as it starts.
                     t_back = back.release(fc, hdr, data, port.last_start, now)
-                    if came_on.queue:
-                        t = t_back if t_back > came_on.free_at else came_on.free_at
-                        if t < came_on.wake_at:
-                            self._wake(came_on, t)
+                    if came_on.queue and t_back < came_on.wake_at:
+                        self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
 
     def _passer(self, port: _Port) -> int:
         """The first queued message with credit that may pass all those ahead of it, or -1.
@@ -435,8 +440,12 @@ class Transport:
     def _wake(self, port: _Port, t: float) -> None:
         """Make sure ``port`` looks at its queue again at ``t`` (or earlier)."""
         if t < port.wake_at:
-            port.wake_at = t
-            self.env.schedule(_Hop(self._woken, port.index), delay=t - self.env.now)
+            now = self.env.now
+            delay = t - now
+            # The time SimPy will step to (``now + delay``, which may differ from ``t`` in
+            # the last bit): ``_woken`` recognises its wake-up by it.
+            port.wake_at = now + delay
+            self.env.schedule(_Hop(self._woken, port.index), delay=delay)
 
     def _woken(self, ev: _Hop) -> None:
         port = self.ports[ev.msg]
@@ -445,16 +454,6 @@ class Transport:
             return
         port.wake_at = math.inf
         self._try_start(port)
-
-    def _release(self, came_on: _Port, msg: int, t_leave: float, now: float) -> None:
-        """``msg`` leaves the buffer behind ``came_on`` at ``t_leave``; its UpdateFC follows."""
-        fc, hdr, data = self._credit_of[msg]
-        t_back = came_on.credit.release(fc, hdr, data, t_leave, now)
-        if came_on.queue:
-            # A sender held up for credit waits for this return (and for its port).
-            t = t_back if t_back > came_on.free_at else came_on.free_at
-            if t < came_on.wake_at:
-                self._wake(came_on, t)
 
     def _deliver(self, msg: int) -> None:
         if not math.isnan(self.t_deliver[msg]):
