@@ -62,3 +62,17 @@ def test_main_reports_figures_and_exits_zero(bench: ModuleType, tmp_path: Path) 
     assert figures["hop_events"] >= 2 * figures["messages"]
     for key in ("sitssim_hop_events_per_s", "naive_hop_events_per_s", "bare_timeouts_per_s"):
         assert figures[key] > 0
+
+
+def test_link_layer_benchmark_runs_both_configurations(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = BENCH.with_name("bench_link_layer.py")
+    spec = importlib.util.spec_from_file_location("bench_link_layer", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    assert module.main(["--messages", "300", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "flits+credits" in out and "ratio" in out

@@ -307,6 +307,12 @@ class Transport:
                 or credit.avail_data[fc] < data
                 or credit.stall_start[fc] is not None
             ):
+                hop = self._hop[msg]
+                if hop:
+                    back = self._ports_of[msg][hop - 1].credit
+                    if back is not None:
+                        # It waits in the buffer behind the link it came on.
+                        back.receive(fc, hdr, data)
                 queue.append(msg)
                 # A port already waiting decides when it is woken (or, with no credit on its
                 # way, when one is), unless it is free and the newcomer may pass its head:
@@ -325,10 +331,11 @@ class Transport:
             came_on = self._ports_of[msg][hop - 1]
             back = came_on.credit
             if back is not None:
-                # The message leaves the buffer it waits in when its serialisation starts.
+                # Committed as it arrived: it passes through the buffer behind the link it
+                # came on, and leaves it when its serialisation starts.
                 if credit is None:
                     fc, hdr, data = self._credit_of[msg]
-                t_back = back.release(fc, hdr, data, port.last_start, now)
+                t_back = back.pass_through(fc, hdr, data, port.last_start, now)
                 # A sender held up for credit waits for this return (and for its port).
                 if came_on.queue and t_back < came_on.wake_at:
                     self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
@@ -339,15 +346,14 @@ class Transport:
         self._hop[msg] = hop
         ports = self._ports_of[msg]
         came_on = ports[hop - 1]
-        credit = came_on.credit
         if hop < len(ports):
-            if credit is not None:
-                fc, hdr, data = self._credit_of[msg]
-                credit.receive(fc, hdr, data)
+            # The buffer behind ``came_on`` counts the message from here (``_send``).
             self._send(ports[hop], msg)
             return
+        credit = came_on.credit
         if credit is not None:
-            t_back = credit.pass_through(*self._credit_of[msg], self.env.now)
+            now = self.env.now
+            t_back = credit.pass_through(*self._credit_of[msg], now, now)
             if came_on.queue and t_back < came_on.wake_at:
                 self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
         self._deliver(msg)

@@ -1,10 +1,10 @@
 """The flow-control stage of a run: credit accounting per link direction, on the hot path.
 
 The transport drives one ``CreditLink`` per channel: a port sends a message only when
-``try_consume`` grants its credits, the next node holds them (``receive``) from the
-message's arrival until it is committed to its next port or delivered (``release``, told
-when it leaves that node's buffer), and the UpdateFC that frees them reaches the sender
-(``sync``) the reverse flight time plus ``update_delay`` after it leaves.
+its credits are there (``try_consume``), the next node's buffer holds them until the
+message leaves it (``release`` / ``pass_through``, told when: it starts on its next port,
+or is delivered), and the UpdateFC that frees them reaches the sender (``sync``) the
+reverse flight time plus ``update_delay`` after it leaves.
 
 ``CreditLink`` is the arithmetic of the sans-I/O ``CreditSender`` / ``CreditReceiver`` pair
 (``sitssim.link.credits``) specialised to what a run needs: lossless UpdateFCs sent at
@@ -58,12 +58,14 @@ class CreditLink:
     decision needs them (a refusal) or the heap grows, which gives the same answers as
     applying each at its own time, because a return only ever adds credit.
 
-    The far buffer counts a message from its arrival until it is committed to its next
-    port or delivered (``release``), which may be before it starts. That is enough for
-    the overrun check: the buffer's true occupancy cannot exceed the advertisement while
-    the sender never overdraws, every UpdateFC follows its message's departure (``t_back
-    = t_leave + return_ns``) and no message leaves before it arrived (``release`` checks
-    ``t_leave >= now``); what the count catches is a sender that ignores its credits.
+    The far buffer counts the messages waiting in it uncommitted: from their arrival
+    (``receive``) until they are committed to their next port (``release``, which may be
+    before they start); a message committed as it arrives, or delivered, only passes
+    through (``pass_through``). That is enough for the overrun check: the buffer's true
+    occupancy cannot exceed the advertisement while the sender never overdraws, every
+    UpdateFC follows its message's departure (``t_back = t_leave + return_ns``) and no
+    message leaves before it arrived (checked: ``t_leave >= now``); what the count
+    catches is a sender that ignores its credits.
     """
 
     __slots__ = (
@@ -122,15 +124,22 @@ class CreditLink:
         """Apply every UpdateFC that has reached the sender by ``now``."""
         returning = self.returning
         avail_hdr, avail_data = self.avail_hdr, self.avail_data
+        pop = heapq.heappop
         while returning and returning[0][0] <= now:
-            _, fc, hdr, data = heapq.heappop(returning)
+            _, fc, hdr, data = pop(returning)
             avail_hdr[fc] += hdr
             avail_data[fc] += data
-            if avail_hdr[fc] > self.adv_hdr or avail_data[fc] > self.adv_data:
-                raise InvariantViolation(
-                    f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
-                    "advertisement after an UpdateFC"
-                )
+        # Credits only grow here, so one look afterwards sees any excess.
+        if max(avail_hdr) > self.adv_hdr or max(avail_data) > self.adv_data:
+            fc = next(
+                c
+                for c in range(N_CLASSES)
+                if avail_hdr[c] > self.adv_hdr or avail_data[c] > self.adv_data
+            )
+            raise InvariantViolation(
+                f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
+                "advertisement after an UpdateFC"
+            )
 
     def next_return(self) -> float:
         """When the next UpdateFC reaches the sender (inf if none is on its way)."""
@@ -177,26 +186,31 @@ class CreditLink:
                 f"advertised {self.adv_hdr} / {self.adv_data} (sender overran it)"
             )
 
-    def pass_through(self, fc: int, hdr: int, data: int, now: float) -> float:
-        """A message arrives and leaves the far buffer at ``now`` (it is delivered there):
-        ``receive`` and ``release`` at once. Returns when its UpdateFC reaches the sender."""
-        if self.held_hdr[fc] + hdr > self.adv_hdr or self.held_data[fc] + data > self.adv_data:
-            self.receive(fc, hdr, data)
-        t_back = now + self.return_ns
+    def pass_through(self, fc: int, hdr: int, data: int, t_leave: float, now: float) -> float:
+        """A message arrives in the far buffer at ``now`` and is committed at once, to leave
+        at ``t_leave`` (delivered, or on to a port): ``receive`` and ``release`` together.
+        Returns when its UpdateFC reaches the sender. It is never counted as held: the
+        count is of messages waiting uncommitted."""
+        if t_leave < now:
+            self._left_early(t_leave, now)
+        t_back = t_leave + self.return_ns
         returning = self.returning
         heapq.heappush(returning, (t_back, fc, hdr, data))
         if len(returning) > self.BACKLOG and returning[0][0] <= now:
             self.sync(now)
         return t_back
 
+    def _left_early(self, t_leave: float, now: float) -> None:
+        raise InvariantViolation(
+            f"channel {self.channel}: a message leaves the buffer at {t_leave} ns, "
+            f"before it was committed ({now} ns)"
+        )
+
     def release(self, fc: int, hdr: int, data: int, t_leave: float, now: float) -> float:
         """The message, committed at ``now``, leaves the far buffer at ``t_leave``; returns
         when its UpdateFC reaches the sender."""
         if t_leave < now:
-            raise InvariantViolation(
-                f"channel {self.channel}: a message leaves the buffer at {t_leave} ns, "
-                f"before it was committed ({now} ns)"
-            )
+            self._left_early(t_leave, now)
         self.held_hdr[fc] -= hdr
         self.held_data[fc] -= data
         t_back = t_leave + self.return_ns

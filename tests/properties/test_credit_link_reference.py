@@ -62,7 +62,7 @@ def test_credit_link_matches_the_cores(
         elif op == "deliver" and wire:
             # Arrives and leaves at once: the last hop of a message.
             fc, size = wire.pop(0)
-            link.pass_through(fc, *link.cost(size), now)
+            link.pass_through(fc, *link.cost(size), now, now)
             receiver.receive(FC_CLASSES[fc], min(size, max_payload), now)
             returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
         elif op == "return":
