@@ -207,18 +207,11 @@ class CreditLink:
         )
 
     def release(self, fc: int, hdr: int, data: int, t_leave: float, now: float) -> float:
-        """The message, committed at ``now``, leaves the far buffer at ``t_leave``; returns
-        when its UpdateFC reaches the sender."""
-        if t_leave < now:
-            self._left_early(t_leave, now)
+        """The message waiting in the far buffer is committed at ``now``, to leave it at
+        ``t_leave``; returns when its UpdateFC reaches the sender."""
         self.held_hdr[fc] -= hdr
         self.held_data[fc] -= data
-        t_back = t_leave + self.return_ns
-        returning = self.returning
-        heapq.heappush(returning, (t_back, fc, hdr, data))
-        if len(returning) > self.BACKLOG and returning[0][0] <= now:
-            self.sync(now)
-        return t_back
+        return self.pass_through(fc, hdr, data, t_leave, now)
 
 
 @dataclass

@@ -20,6 +20,7 @@ OPS = st.lists(
         st.sampled_from(["send", "arrive", "leave", "deliver", "return"]),
         st.integers(0, 2),
         st.integers(1, 9000),
+        st.sampled_from([0.0, 3.0]),
     ),
     max_size=80,
 )
@@ -27,7 +28,7 @@ OPS = st.lists(
 
 @given(ops=OPS, hdr=st.integers(1, 6), data=st.integers(256, 700))
 def test_credit_link_matches_the_cores(
-    ops: list[tuple[str, int, int]], hdr: int, data: int
+    ops: list[tuple[str, int, int, float]], hdr: int, data: int
 ) -> None:
     max_payload = 4096
     # UpdateFCs take far longer than a whole run of other steps, so the link finds one due
@@ -40,7 +41,7 @@ def test_credit_link_matches_the_cores(
     buffer: list[tuple[int, int]] = []
     returning: list = []
     now = 0.0
-    for op, fc, size in ops:
+    for op, fc, size, later in ops:
         now += 10.0
         held = min(size, max_payload)
         cls = FC_CLASSES[fc]
@@ -57,12 +58,13 @@ def test_credit_link_matches_the_cores(
             buffer.append((fc, size))
         elif op == "leave" and buffer:
             fc, size = buffer.pop(0)
-            link.release(fc, *link.cost(size), now, now)
+            # Committed now, it may leave the buffer later (its port is busy until then).
+            link.release(fc, *link.cost(size), now + later, now)
             returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
         elif op == "deliver" and wire:
-            # Arrives and leaves at once: the last hop of a message.
+            # Arrives and is committed at once: delivered, or on to its next port.
             fc, size = wire.pop(0)
-            link.pass_through(fc, *link.cost(size), now, now)
+            link.pass_through(fc, *link.cost(size), now + later, now)
             receiver.receive(FC_CLASSES[fc], min(size, max_payload), now)
             returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
         elif op == "return":
@@ -72,7 +74,7 @@ def test_credit_link_matches_the_cores(
             for update in returning:
                 sender.on_update_fc(update, now)
             returning.clear()
-        # The far end's space is freed lazily, when it next looks; look now.
+        # Returns are applied lazily, when the sender next looks; look now.
         link.sync(now)
         for c, cls in enumerate(FC_CLASSES):
             assert link.held_hdr[c] == receiver.occupied(cls, CreditKind.HDR)
