@@ -131,8 +131,8 @@ class _Port:
                 if down < start + service and start < up:
                     start = up
         deliver = service
-        link = self.link
-        if link is not None:
+        if self.link is not None:
+            link = self.link
             extra_busy, extra_deliver = link.burst(size, start)
             if extra_busy or extra_deliver:
                 # Only a burst that needed replays can have sent the link to Recovery.
@@ -152,6 +152,12 @@ class _Port:
 
 
 class Transport:
+    """Messages over the fabric's ports (see the module docstring).
+
+    The hot path reads the clock as ``env._now``, the attribute behind SimPy's ``now``
+    property: the property is a Python call, and it was read several times per hop.
+    """
+
     def __init__(
         self,
         env: simpy.Environment,
@@ -260,7 +266,7 @@ class Transport:
         self.workload.append(workload)
         self.route.append(route_id)
         self.parent.append(parent)
-        self.t_inject.append(self.env.now)
+        self.t_inject.append(self.env._now)
         self.t_deliver.append(math.nan)
         self._hop.append(0)
         self._ports_of.append(ports)
@@ -286,7 +292,7 @@ class Transport:
             i += 1
         self._next = i
         if i < n:
-            self.env.schedule(_Hop(self._inject_due, i), delay=t[i] - self.env.now)
+            self.env.schedule(_Hop(self._inject_due, i), delay=t[i] - self.env._now)
 
     def start(self) -> None:
         if self._sched_t:
@@ -296,7 +302,7 @@ class Transport:
 
     def _send(self, port: _Port, msg: int) -> None:
         env = self.env
-        now = env.now
+        now = env._now
         credit = port.credit
         if credit is not None:
             queue = port.queue
@@ -352,7 +358,7 @@ class Transport:
             return
         credit = came_on.credit
         if credit is not None:
-            now = self.env.now
+            now = self.env._now
             t_back = credit.pass_through(*self._credit_of[msg], now, now)
             if came_on.queue and t_back < came_on.wake_at:
                 self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
@@ -371,7 +377,7 @@ class Transport:
         again, or the earliest credit on its way back.
         """
         env = self.env
-        now = env.now
+        now = env._now
         credit = port.credit
         queue = port.queue
         credit_of = self._credit_of
@@ -434,7 +440,7 @@ class Transport:
         """
         credit = port.credit
         credit_of = self._credit_of
-        now = self.env.now
+        now = self.env._now
         for i, msg in enumerate(port.queue):
             fc, hdr, data = credit_of[msg]
             if i and credit.try_consume(fc, hdr, data, now):
@@ -446,7 +452,7 @@ class Transport:
     def _wake(self, port: _Port, t: float) -> None:
         """Make sure ``port`` looks at its queue again at ``t`` (or earlier)."""
         if t < port.wake_at:
-            now = self.env.now
+            now = self.env._now
             delay = t - now
             # The time SimPy will step to (``now + delay``, which may differ from ``t`` in
             # the last bit): ``_woken`` recognises its wake-up by it.
@@ -456,7 +462,7 @@ class Transport:
     def _woken(self, ev: _Hop) -> None:
         port = self.ports[ev.msg]
         # A wake-up superseded by an earlier one finds a later ``wake_at``, or none.
-        if port.wake_at != self.env.now:
+        if port.wake_at != self.env._now:
             return
         port.wake_at = math.inf
         self._try_start(port)
@@ -464,7 +470,7 @@ class Transport:
     def _deliver(self, msg: int) -> None:
         if not math.isnan(self.t_deliver[msg]):
             raise InvariantViolation(f"message {msg} delivered twice")
-        self.t_deliver[msg] = self.env.now
+        self.t_deliver[msg] = self.env._now
         self._undelivered -= 1
         if self._on_deliver:
             notify = self._on_deliver.pop(msg, None)
