@@ -344,7 +344,7 @@ class Transport:
                 t_back = back.pass_through(fc, hdr, data, port.last_start, now)
                 # A sender held up for credit waits for this return (and for its port).
                 if came_on.queue and t_back < came_on.wake_at:
-                    self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
+                    self._wake(came_on, t_back)
 
     def _arrive(self, ev: _Hop) -> None:
         msg = ev.msg
@@ -361,7 +361,7 @@ class Transport:
             now = self.env._now
             t_back = credit.pass_through(*self._credit_of[msg], now, now)
             if came_on.queue and t_back < came_on.wake_at:
-                self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
+                self._wake(came_on, t_back)
         self._deliver(msg)
 
     # --- flow control (ports whose far end advertises finite credits) ---------
@@ -398,11 +398,7 @@ class Transport:
                 if not credit.fits(fc, hdr, data, port.free_at):
                     # Decide again when the port is free, if something may pass the head
                     # then; behind a posted head nothing can, so wait for credit as well.
-                    wake = port.free_at
-                    if fc == FC_POSTED:
-                        wake = max(wake, credit.next_return())
-                    if wake != math.inf:
-                        self._wake(port, wake)
+                    self._wake(port, credit.next_return() if fc == FC_POSTED else now)
                     return
                 credit.consume(fc, hdr, data)
                 queue.popleft()
@@ -411,9 +407,7 @@ class Transport:
             else:
                 i = self._passer(port)
                 if i < 0:
-                    t_back = credit.next_return()
-                    if t_back != math.inf:
-                        self._wake(port, t_back)
+                    self._wake(port, credit.next_return())
                     return
                 msg = queue[i]
                 del queue[i]
@@ -427,7 +421,7 @@ class Transport:
                     # As in _send: it leaves the buffer it waited in as it starts.
                     t_back = back.release(fc, hdr, data, port.last_start, now)
                     if came_on.queue and t_back < came_on.wake_at:
-                        self._wake(came_on, t_back if t_back > came_on.free_at else came_on.free_at)
+                        self._wake(came_on, t_back)
 
     def _passer(self, port: _Port) -> int:
         """The first queued message with credit that may pass all those ahead of it, or -1.
@@ -450,7 +444,10 @@ class Transport:
         return -1
 
     def _wake(self, port: _Port, t: float) -> None:
-        """Make sure ``port`` looks at its queue again at ``t`` (or earlier)."""
+        """Make sure ``port`` looks at its queue again at ``t``, or when it is free if that is
+        later (nothing starts before), or earlier; ``t = inf`` asks for nothing."""
+        if t < port.free_at:
+            t = port.free_at
         if t < port.wake_at:
             now = self.env._now
             delay = t - now
