@@ -126,6 +126,17 @@ def test_other_shipped_topologies_pass(tmp_path: Path, name: str) -> None:
     assert result.exit_code == 0, result.output
 
 
+def test_the_host_io_example_exercises_replay_credits_and_ordering(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    result = run("run", SCENARIOS / "direct_rc_host_io.yaml", "--out", out, "--no-figures")
+    assert result.exit_code == 0, result.output
+    link_layer = json.loads((out / "report.json").read_text())["metrics"]["link_layer"]
+    assert link_layer["replays"] > 0 and link_layer["credit_stalls"] > 0
+    stalls = pd.read_parquet(out / "credits.parquet")
+    # Reads wait for NP credit towards the GPUs, completions for Cpl credit back.
+    assert {"P", "NP", "Cpl"} <= set(stalls["fc_class"].astype(str))
+
+
 def test_default_output_folder_is_named_after_the_scenario(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
