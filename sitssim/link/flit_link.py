@@ -177,7 +177,7 @@ class FlitLink:
                     )
                 elif isinstance(action, EnterRecovery):
                     self.log.add(
-                        self.channel, tx.acked_seq, "recovery", t, action.unacknowledged, 0
+                        self.channel, tx.acked_seq, "enter_recovery", t, action.unacknowledged, 0
                     )
                     down = max(blocked_until, t)
                     blocked_until = self.recover(self.channel, down)

@@ -68,7 +68,7 @@ def test_failed_flits_cost_replays_recorded_in_order() -> None:
     assert (busy >= 0).all() and (late >= 0).all()
     assert (busy > 0).sum() > 0
     assert link.flits_replayed > 0
-    assert set(log.event) <= {"nak", "timeout", "selective_nak", "recovery"}
+    assert set(log.event) <= {"nak", "timeout", "selective_nak", "enter_recovery", "recovery"}
     assert log.t_ns == sorted(log.t_ns)
     # A replay re-sends at least the failed flit: no replay is free.
     assert busy[busy > 0].min() >= FLIT_NS
@@ -94,8 +94,9 @@ def test_replay_num_rollover_holds_the_link_until_the_phy_says_it_is_back() -> N
     assert link.recoveries == [(t, t + 300.0 * (i + 1)) for i, (_, t) in enumerate(phy.calls)]
     # ... and the log shows each Recovery entered at its rollover and the retry buffer
     # replayed not before the link is back.
-    recovery_rows = [t for e, t in zip(log.event, log.t_ns, strict=True) if e == "recovery"]
-    assert recovery_rows == [t for span in link.recoveries for t in span]
+    rows = list(zip(log.event, log.t_ns, strict=True))
+    assert [t for e, t in rows if e == "enter_recovery"] == [down for down, _ in link.recoveries]
+    assert [t for e, t in rows if e == "recovery"] == [up for _, up in link.recoveries]
     assert busy >= sum(up - down for down, up in link.recoveries)
 
 
