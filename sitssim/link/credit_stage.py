@@ -74,7 +74,6 @@ class CreditLink:
         "avail_data",
         "avail_hdr",
         "channel",
-        "costs",
         "held_data",
         "held_hdr",
         "max_payload",
@@ -106,19 +105,14 @@ class CreditLink:
         self.stalls: list[tuple[int, float, float, int, int]] = []
         # (t_back, class, hdr, data): UpdateFCs on their way to the sender, a heap.
         self.returning: list[tuple[float, int, int, int]] = []
-        self.costs: dict[int, tuple[int, int]] = {}
 
     def cost(self, n_bytes: int) -> tuple[int, int]:
         """Header and data credits a message holds: one TLP of at most ``max_payload``."""
-        found = self.costs.get(n_bytes)
-        if found is None:
-            held = min(n_bytes, self.max_payload)
-            found = (
-                1 if self.adv_hdr else 0,
-                -(-held // DATA_CREDIT_BYTES) if self.adv_data else 0,
-            )
-            self.costs[n_bytes] = found
-        return found
+        held = min(n_bytes, self.max_payload)
+        return (
+            1 if self.adv_hdr else 0,
+            -(-held // DATA_CREDIT_BYTES) if self.adv_data else 0,
+        )
 
     def sync(self, now: float) -> None:
         """Apply every UpdateFC that has reached the sender by ``now``."""
