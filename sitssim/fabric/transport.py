@@ -44,8 +44,8 @@ import simpy
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
-from sitssim.link.credit_stage import FC_CLASS_OF_KIND, FC_POSTED, CreditLink
-from sitssim.link.flit_link import FlitLink
+from sitssim.link.credit_stage import FC_CLASS_OF_KIND, FC_POSTED, Cost, CreditLink
+from sitssim.link.flit_link import TLP_BYTES_PER_FLIT, FlitLink
 from sitssim.workloads.synthetic import (
     KIND_PROBE_COMPLETION,
     KIND_PROBE_REQUEST,
@@ -131,10 +131,14 @@ class _Port:
                 if down < start + service and start < up:
                     start = up
         deliver = service
-        if self.link is not None:
-            link = self.link
-            extra_busy, extra_deliver = link.burst(size, start)
-            if extra_busy or extra_deliver:
+        link = self.link
+        if link is not None:
+            # FlitLink.burst, inline: a burst with no failing flit costs only the countdown.
+            n = -(-size // TLP_BYTES_PER_FLIT) or 1
+            if link.clean_flits > n:
+                link.clean_flits -= n
+            else:
+                extra_busy, extra_deliver = link.session(n, start)
                 # Only a burst that needed replays can have sent the link to Recovery.
                 service += extra_busy
                 deliver += extra_deliver
@@ -189,10 +193,10 @@ class Transport:
         # Every credited channel is built from one credit profile, so a message costs the
         # same credits on each: worked out once, at injection.
         self._credit_model = next((p.credit for p in self.ports if p.credit is not None), None)
-        self._credit_of: list[tuple[int, int, int]] = []
-        # One (class, hdr, data) tuple per kind and size, shared by every such message: a
-        # tuple per message would be garbage-collector work for nothing.
-        self._costs: dict[tuple[int, int], tuple[int, int, int]] = {}
+        self._credit_of: list[Cost] = []
+        # One cost tuple per kind and size, shared by every such message: a tuple per
+        # message would be garbage-collector work for nothing.
+        self._costs: dict[tuple[int, int], Cost] = {}
         self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
         self._probe_params = probe_params
         self._on_deliver: dict[int, Callable[[int], None]] = {}
@@ -273,11 +277,11 @@ class Transport:
         if self._credit_model is not None:
             cost = self._costs.get((kind, size))
             if cost is None:
-                cost = (FC_CLASS_OF_KIND[kind], *self._credit_model.cost(size))
+                cost = self._credit_model.cost(FC_CLASS_OF_KIND[kind], size)
                 self._costs[(kind, size)] = cost
             self._credit_of.append(cost)
         self._undelivered += 1
-        self._send(ports[0], msg)
+        self._send(ports[0], msg, None)
         return msg
 
     def _inject_due(self, ev: _Hop) -> None:
@@ -300,25 +304,27 @@ class Transport:
 
     # --- ports -----------------------------------------------------------------
 
-    def _send(self, port: _Port, msg: int) -> None:
+    def _send(self, port: _Port, msg: int, came_on: _Port | None) -> None:
+        """Hand ``msg``, just arrived over ``came_on`` (None: just injected), to ``port``."""
         env = self.env
         now = env._now
         credit = port.credit
         if credit is not None:
             queue = port.queue
-            fc, hdr, data = self._credit_of[msg]
+            cost = self._credit_of[msg]
+            fc, hdr, data = cost
             if (
                 queue
-                or credit.avail_hdr[fc] < hdr
-                or credit.avail_data[fc] < data
+                or (
+                    (credit.avail_hdr[fc] < hdr or credit.avail_data[fc] < data)
+                    # Credit back by the time the port is free counts now (_try_start).
+                    and not credit.fits(cost, port.free_at if port.free_at > now else now)
+                )
                 or credit.stall_start[fc] is not None
             ):
-                hop = self._hop[msg]
-                if hop:
-                    back = self._ports_of[msg][hop - 1].credit
-                    if back is not None:
-                        # It waits in the buffer behind the link it came on.
-                        back.receive(fc, hdr, data)
+                if came_on is not None and came_on.credit is not None:
+                    # It waits in the buffer behind the link it came on.
+                    came_on.credit.receive(cost)
                 queue.append(msg)
                 # A port already waiting decides when it is woken (or, with no credit on its
                 # way, when one is), unless it is free and the newcomer may pass its head:
@@ -328,22 +334,23 @@ class Transport:
                 ):
                     self._try_start(port)
                 return
-            # The common case, inline: nothing queued, and credit at hand.
-            credit.avail_hdr[fc] -= hdr
-            credit.avail_data[fc] -= data
+            # The common case, inline (CreditLink.consume): nothing queued, credit at hand.
+            left_hdr = credit.avail_hdr[fc] - hdr
+            left_data = credit.avail_data[fc] - data
+            credit.avail_hdr[fc] = left_hdr
+            credit.avail_data[fc] = left_data
+            if left_hdr < 0 or left_data < 0:
+                credit.overdrawn(fc)
         env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
-        hop = self._hop[msg]
-        if hop:
-            came_on = self._ports_of[msg][hop - 1]
+        if came_on is not None:
             back = came_on.credit
             if back is not None:
                 # Committed as it arrived: it passes through the buffer behind the link it
                 # came on, and leaves it when its serialisation starts.
-                if credit is None:
-                    fc, hdr, data = self._credit_of[msg]
-                t_back = back.pass_through(fc, hdr, data, port.last_start, now)
-                # A sender held up for credit waits for this return (and for its port).
-                if came_on.queue and t_back < came_on.wake_at:
+                t_back = back.pass_through(self._credit_of[msg], port.last_start, now)
+                # A sender held up for credit waits for this return (and for its port): its
+                # wake-up comes sooner, unless it is already when the port is free.
+                if came_on.queue and t_back < came_on.wake_at > came_on.free_at:
                     self._wake(came_on, t_back)
 
     def _arrive(self, ev: _Hop) -> None:
@@ -354,13 +361,13 @@ class Transport:
         came_on = ports[hop - 1]
         if hop < len(ports):
             # The buffer behind ``came_on`` counts the message from here (``_send``).
-            self._send(ports[hop], msg)
+            self._send(ports[hop], msg, came_on)
             return
         credit = came_on.credit
         if credit is not None:
             now = self.env._now
-            t_back = credit.pass_through(*self._credit_of[msg], now, now)
-            if came_on.queue and t_back < came_on.wake_at:
+            t_back = credit.pass_through(self._credit_of[msg], now, now)
+            if came_on.queue and t_back < came_on.wake_at > came_on.free_at:
                 self._wake(came_on, t_back)
         self._deliver(msg)
 
@@ -370,11 +377,12 @@ class Transport:
         """Start the messages of a credited port's queue as far as credit and ordering allow.
 
         A message is committed as soon as its credits are there, to start when the port
-        is free (this port is its credits' only consumer, so taking them early changes
-        nothing). When the port is free and the oldest message has no credit, a later one
-        may go instead if the PCIe ordering table lets it pass every message ahead of it
-        (``_passer``). A port that can start nothing waits for one wake-up: the port free
-        again, or the earliest credit on its way back.
+        is free: credit that is back by then counts now, since this port is its credits'
+        only consumer and everything it commits starts after that. When the port is free
+        and the oldest message has no credit, a later one may go instead if the PCIe
+        ordering table lets it pass every message ahead of it (``_passer``). A port that
+        can start nothing waits for one wake-up: the port free again, or the earliest
+        credit on its way back.
         """
         env = self.env
         now = env._now
@@ -384,43 +392,50 @@ class Transport:
         avail_hdr = credit.avail_hdr
         avail_data = credit.avail_data
         stall_start = credit.stall_start
+        ready = port.free_at if port.free_at > now else now
         while queue:
             msg = queue[0]
-            fc, hdr, data = credit_of[msg]
-            if avail_hdr[fc] >= hdr and avail_data[fc] >= data and stall_start[fc] is None:
-                # The common case, inline: credit at hand and no stall of this class to close.
-                avail_hdr[fc] -= hdr
-                avail_data[fc] -= data
-                queue.popleft()
-            elif port.free_at > now:
-                # Credit that is back by the time the port is free counts now: this port is
-                # its only consumer, and every message it commits starts after that.
-                if not credit.fits(fc, hdr, data, port.free_at):
+            cost = credit_of[msg]
+            fc, hdr, data = cost
+            if (avail_hdr[fc] < hdr or avail_data[fc] < data) and not credit.fits(cost, ready):
+                if ready > now:
                     # Decide again when the port is free, if something may pass the head
                     # then; behind a posted head nothing can, so wait for credit as well.
-                    self._wake(port, credit.next_return() if fc == FC_POSTED else now)
+                    if fc != FC_POSTED:
+                        self._wake(port, now)
+                    elif credit.returning:
+                        self._wake(port, credit.next_return())
                     return
-                credit.consume(fc, hdr, data)
-                queue.popleft()
-            elif credit.try_consume(fc, hdr, data, now):
-                queue.popleft()
-            else:
+                credit.refused(cost, now)
                 i = self._passer(port)
                 if i < 0:
                     self._wake(port, credit.next_return())
                     return
                 msg = queue[i]
                 del queue[i]
-                fc, hdr, data = credit_of[msg]
+                cost = credit_of[msg]
+                fc, hdr, data = cost
+            else:
+                queue.popleft()
+            # CreditLink.consume, inline.
+            left_hdr = avail_hdr[fc] - hdr
+            left_data = avail_data[fc] - data
+            avail_hdr[fc] = left_hdr
+            avail_data[fc] = left_data
+            if left_hdr < 0 or left_data < 0:
+                credit.overdrawn(fc)
+            if stall_start[fc] is not None:
+                credit.end_stall(fc, now)
             env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
+            ready = port.free_at
             hop = self._hop[msg]
             if hop:
                 came_on = self._ports_of[msg][hop - 1]
                 back = came_on.credit
                 if back is not None:
                     # As in _send: it leaves the buffer it waited in as it starts.
-                    t_back = back.release(fc, hdr, data, port.last_start, now)
-                    if came_on.queue and t_back < came_on.wake_at:
+                    t_back = back.release(cost, port.last_start, now)
+                    if came_on.queue and t_back < came_on.wake_at > came_on.free_at:
                         self._wake(came_on, t_back)
 
     def _passer(self, port: _Port) -> int:
@@ -430,16 +445,19 @@ class Transport:
         ID-based-ordering attributes: nothing passes a posted request (A2a, B2a, D2a); a
         posted request passes non-posted ones and completions (A3-A5), and non-posted
         requests and completions pass each other and their own class (B3-B5, D3-D5: every
-        "Y/N" taken). The head has already been refused.
+        "Y/N" taken). The head has already been refused; so is every message looked at
+        that has no credit.
         """
         credit = port.credit
         credit_of = self._credit_of
         now = self.env._now
         for i, msg in enumerate(port.queue):
-            fc, hdr, data = credit_of[msg]
-            if i and credit.try_consume(fc, hdr, data, now):
-                return i
-            if fc == FC_POSTED:
+            cost = credit_of[msg]
+            if i:
+                if credit.fits(cost, now):
+                    return i
+                credit.refused(cost, now)
+            if cost[0] == FC_POSTED:
                 return -1
         return -1
 

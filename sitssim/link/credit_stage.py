@@ -47,6 +47,14 @@ FC_CLASS_OF_KIND: tuple[int, ...] = tuple(
 )
 FC_POSTED = FC_CLASSES.index(FcClass.P)
 
+Cost = tuple[int, int, int]
+"""What a message holds in a buffer: (class index, header credits, data credits)."""
+
+# UpdateFCs kept before a sync is forced, so a link that never runs short stays small.
+BACKLOG = 32
+_heappush = heapq.heappush
+_heappop = heapq.heappop
+
 
 class CreditLink:
     """Flow control of one channel: the sender's credits and the far end's buffer.
@@ -58,14 +66,17 @@ class CreditLink:
     decision needs them (a refusal) or the heap grows, which gives the same answers as
     applying each at its own time, because a return only ever adds credit.
 
-    The far buffer counts the messages waiting in it uncommitted: from their arrival
-    (``receive``) until they are committed to their next port (``release``, which may be
-    before they start); a message committed as it arrives, or delivered, only passes
-    through (``pass_through``). That is enough for the overrun check: the buffer's true
-    occupancy cannot exceed the advertisement while the sender never overdraws, every
-    UpdateFC follows its message's departure (``t_back = t_leave + return_ns``) and no
-    message leaves before it arrived (checked: ``t_leave >= now``); what the count
-    catches is a sender that ignores its credits.
+    Three checks run online (issue 4: credits never negative nor above the
+    advertisement, no buffer overrun). A grant never takes credits below zero
+    (``overdrawn``: a sender that ignores its credits); the transport writes the grant out
+    in its hot path, check included. A return never takes them above the advertisement
+    (a return for credits never taken). And the far buffer counts the messages waiting in
+    it uncommitted, from their arrival (``receive``) until they are committed to their
+    next port (``release``, which may be before they start), against the advertisement;
+    a message committed as it arrives, or delivered, only passes through
+    (``pass_through``). Every UpdateFC follows its message's departure
+    (``t_back = t_leave + return_ns``), and no message leaves before it was committed
+    (checked: ``t_leave >= now``).
     """
 
     __slots__ = (
@@ -84,9 +95,6 @@ class CreditLink:
         "stalls",
     )
 
-    # UpdateFCs kept before a sync is forced, so a link that never runs short stays small.
-    BACKLOG = 32
-
     def __init__(
         self, channel: int, hdr: int, data: int, return_ns: float, max_payload: int
     ) -> None:
@@ -103,13 +111,14 @@ class CreditLink:
         self.stall_start: list[float | None] = [None] * N_CLASSES
         self.stall_need: list[tuple[int, int]] = [(0, 0)] * N_CLASSES
         self.stalls: list[tuple[int, float, float, int, int]] = []
-        # (t_back, class, hdr, data): UpdateFCs on their way to the sender, a heap.
-        self.returning: list[tuple[float, int, int, int]] = []
+        # (t_back, cost): UpdateFCs on their way to the sender, a heap.
+        self.returning: list[tuple[float, Cost]] = []
 
-    def cost(self, n_bytes: int) -> tuple[int, int]:
-        """Header and data credits a message holds: one TLP of at most ``max_payload``."""
+    def cost(self, fc: int, n_bytes: int) -> Cost:
+        """The credits a message of class ``fc`` holds: one TLP of at most ``max_payload``."""
         held = min(n_bytes, self.max_payload)
         return (
+            fc,
             1 if self.adv_hdr else 0,
             -(-held // DATA_CREDIT_BYTES) if self.adv_data else 0,
         )
@@ -118,28 +127,26 @@ class CreditLink:
         """Apply every UpdateFC that has reached the sender by ``now``."""
         returning = self.returning
         avail_hdr, avail_data = self.avail_hdr, self.avail_data
-        pop = heapq.heappop
+        adv_hdr, adv_data = self.adv_hdr, self.adv_data
         while returning and returning[0][0] <= now:
-            _, fc, hdr, data = pop(returning)
-            avail_hdr[fc] += hdr
-            avail_data[fc] += data
-        # Credits only grow here, so one look afterwards sees any excess.
-        if max(avail_hdr) > self.adv_hdr or max(avail_data) > self.adv_data:
-            fc = next(
-                c
-                for c in range(N_CLASSES)
-                if avail_hdr[c] > self.adv_hdr or avail_data[c] > self.adv_data
-            )
-            raise InvariantViolation(
-                f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
-                "advertisement after an UpdateFC"
-            )
+            fc, hdr, data = _heappop(returning)[1]
+            hdr += avail_hdr[fc]
+            data += avail_data[fc]
+            avail_hdr[fc] = hdr
+            avail_data[fc] = data
+            if hdr > adv_hdr or data > adv_data:
+                raise InvariantViolation(
+                    f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
+                    "advertisement after an UpdateFC"
+                )
 
     def next_return(self) -> float:
         """When the next UpdateFC reaches the sender (inf if none is on its way)."""
         return self.returning[0][0] if self.returning else math.inf
 
-    def fits(self, fc: int, hdr: int, data: int, now: float) -> bool:
+    def fits(self, cost: Cost, now: float) -> bool:
+        """Whether the credits are there at ``now`` (applying the UpdateFCs due by then)."""
+        fc, hdr, data = cost
         if self.avail_hdr[fc] >= hdr and self.avail_data[fc] >= data:
             return True
         returning = self.returning
@@ -148,27 +155,47 @@ class CreditLink:
         self.sync(now)
         return self.avail_hdr[fc] >= hdr and self.avail_data[fc] >= data
 
-    def try_consume(self, fc: int, hdr: int, data: int, now: float) -> bool:
-        if not self.fits(fc, hdr, data, now):
-            if self.stall_start[fc] is None:
-                self.stall_start[fc] = now
-            self.stall_need[fc] = (hdr, data)
-            return False
+    def consume(self, cost: Cost, now: float) -> None:
+        """Charge credits known to be there (``fits``); this ends a stall of their class."""
+        fc, hdr, data = cost
         self.avail_hdr[fc] -= hdr
         self.avail_data[fc] -= data
-        start = self.stall_start[fc]
-        if start is not None:
-            self.stalls.append((fc, start, now, *self.stall_need[fc]))
-            self.stall_start[fc] = None
-        return True
+        if self.avail_hdr[fc] < 0 or self.avail_data[fc] < 0:
+            self.overdrawn(fc)
+        if self.stall_start[fc] is not None:
+            self.end_stall(fc, now)
 
-    def consume(self, fc: int, hdr: int, data: int) -> None:
-        """Charge credits known to be there (``fits``), for a message committed ahead."""
-        self.avail_hdr[fc] -= hdr
-        self.avail_data[fc] -= data
+    def overdrawn(self, fc: int) -> None:
+        """Class ``fc``'s credits went below zero: something was sent without credit."""
+        raise InvariantViolation(
+            f"channel {self.channel}: class {FC_CLASSES[fc].value} credits below zero "
+            f"({self.avail_hdr[fc]} hdr / {self.avail_data[fc]} data): sent without credit"
+        )
 
-    def receive(self, fc: int, hdr: int, data: int) -> None:
-        """A message arrives in the far buffer."""
+    def end_stall(self, fc: int, now: float) -> None:
+        """Class ``fc``'s stall (there is one) ends at ``now``: a message of it got credit."""
+        self.stalls.append((fc, self.stall_start[fc], now, *self.stall_need[fc]))
+        self.stall_start[fc] = None
+
+    def refused(self, cost: Cost, now: float) -> None:
+        """A message could not be sent for want of ``cost``: its class stalls from ``now``
+        (if it was not stalled already)."""
+        fc, hdr, data = cost
+        if self.stall_start[fc] is None:
+            self.stall_start[fc] = now
+        self.stall_need[fc] = (hdr, data)
+
+    def try_consume(self, cost: Cost, now: float) -> bool:
+        """Take the credits if they are there; otherwise record the refusal."""
+        if self.fits(cost, now):
+            self.consume(cost, now)
+            return True
+        self.refused(cost, now)
+        return False
+
+    def receive(self, cost: Cost) -> None:
+        """A message arrives in the far buffer, to wait there uncommitted."""
+        fc, hdr, data = cost
         held_hdr, held_data = self.held_hdr, self.held_data
         held_hdr[fc] += hdr
         held_data[fc] += data
@@ -180,7 +207,7 @@ class CreditLink:
                 f"advertised {self.adv_hdr} / {self.adv_data} (sender overran it)"
             )
 
-    def pass_through(self, fc: int, hdr: int, data: int, t_leave: float, now: float) -> float:
+    def pass_through(self, cost: Cost, t_leave: float, now: float) -> float:
         """A message arrives in the far buffer at ``now`` and is committed at once, to leave
         at ``t_leave`` (delivered, or on to a port): ``receive`` and ``release`` together.
         Returns when its UpdateFC reaches the sender. It is never counted as held: the
@@ -189,8 +216,24 @@ class CreditLink:
             self._left_early(t_leave, now)
         t_back = t_leave + self.return_ns
         returning = self.returning
-        heapq.heappush(returning, (t_back, fc, hdr, data))
-        if len(returning) > self.BACKLOG and returning[0][0] <= now:
+        _heappush(returning, (t_back, cost))
+        if len(returning) > BACKLOG and returning[0][0] <= now:
+            self.sync(now)
+        return t_back
+
+    def release(self, cost: Cost, t_leave: float, now: float) -> float:
+        """The message waiting in the far buffer is committed at ``now``, to leave it at
+        ``t_leave``; returns when its UpdateFC reaches the sender. (``pass_through`` for a
+        message that was held, written out: one call per hop is what the transport pays.)"""
+        fc, hdr, data = cost
+        self.held_hdr[fc] -= hdr
+        self.held_data[fc] -= data
+        if t_leave < now:
+            self._left_early(t_leave, now)
+        t_back = t_leave + self.return_ns
+        returning = self.returning
+        _heappush(returning, (t_back, cost))
+        if len(returning) > BACKLOG and returning[0][0] <= now:
             self.sync(now)
         return t_back
 
@@ -199,13 +242,6 @@ class CreditLink:
             f"channel {self.channel}: a message leaves the buffer at {t_leave} ns, "
             f"before it was committed ({now} ns)"
         )
-
-    def release(self, fc: int, hdr: int, data: int, t_leave: float, now: float) -> float:
-        """The message waiting in the far buffer is committed at ``now``, to leave it at
-        ``t_leave``; returns when its UpdateFC reaches the sender."""
-        self.held_hdr[fc] -= hdr
-        self.held_data[fc] -= data
-        return self.pass_through(fc, hdr, data, t_leave, now)
 
 
 @dataclass

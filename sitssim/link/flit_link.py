@@ -26,7 +26,6 @@ was delivered than an error-free burst, and every replay is recorded.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
@@ -52,6 +51,9 @@ from sitssim.link.replay import (
 TLP_BYTES_PER_FLIT = PCIE6_FLIT.tlp_bytes
 
 _RX_FLIT, _TX_DLLP, _WIRE, _POLL = range(4)
+
+# The countdown of an error-free link: more flits than any run sends.
+_NEVER = 1 << 62
 
 Recover = Callable[[int, float], float]
 """``recover(channel, t_ns)``: Recovery of the channel's link requested at ``t_ns``; returns
@@ -108,43 +110,54 @@ class FlitLink:
         # one was ``_seq_base`` when ``_sent_at_base`` flits had been sent.
         self._seq_base = 1
         self._sent_at_base = 0
-        self.flits_sent = 0
         self.flits_replayed = 0
         self.recoveries: list[tuple[float, float]] = []
-        self._gap = self._draw_gap()
+        # Flit transmissions are counted by the countdown alone (``flits_sent``): the
+        # trials drawn so far, less those still to come, less the retransmissions.
+        self._drawn = 0
+        self._resent = 0
+        self.clean_flits = 0
+        self._draw_clean_flits()
 
-    def _draw_gap(self) -> float:
-        """Flits up to and including the next one that fails (inf on an error-free link)."""
-        if self.p_replay <= 0.0:
-            return math.inf
-        return float(self._rng.geometric(self.p_replay))
+    def _draw_clean_flits(self) -> None:
+        """Draw the flits up to and including the next one that fails (on an error-free
+        link, more than any run sends)."""
+        gap = int(self._rng.geometric(self.p_replay)) if self.p_replay > 0.0 else _NEVER
+        self._drawn += gap
+        self.clean_flits += gap
+
+    @property
+    def flits_sent(self) -> int:
+        """New flits sent so far (replays not counted)."""
+        return self._drawn - self.clean_flits - self._resent
 
     def _trial(self) -> bool:
         """One flit transmission: True if it fails."""
-        self._gap -= 1
-        if self._gap <= 0:
-            self._gap = self._draw_gap()
+        self.clean_flits -= 1
+        if self.clean_flits <= 0:
+            self._draw_clean_flits()
             return True
         return False
 
     def burst(self, n_bytes: int, start_ns: float) -> tuple[float, float]:
-        """Send a message's flits from ``start_ns``; return (extra busy ns, extra delivery ns)."""
+        """Send a message's flits from ``start_ns``; return (extra busy ns, extra delivery ns).
+
+        The transport writes this out in its hot path (``_Port.accept``)."""
         n = -(-n_bytes // TLP_BYTES_PER_FLIT) or 1
-        if self._gap > n:
-            self._gap -= n
-            self.flits_sent += n
+        if self.clean_flits > n:
+            self.clean_flits -= n
             return 0.0, 0.0
-        return self._session(n, start_ns)
+        return self.session(n, start_ns)
 
     @property
     def seq(self) -> int:
         """The sequence number the next new flit takes (1-1023; 0 marks an idle flit)."""
         return (self._seq_base - 1 + self.flits_sent - self._sent_at_base) % 1023 + 1
 
-    def _session(self, n: int, t0: float) -> tuple[float, float]:
-        """Play a burst with at least one failure through the replay cores."""
+    def session(self, n: int, t0: float) -> tuple[float, float]:
+        """Play a burst of ``n`` new flits, one of which fails, through the replay cores."""
         first_seq = self.seq
-        self.flits_sent += n
+        trials_before = self._drawn - self.clean_flits
         tx = ReplayTransmitter(self.profile, first_seq=first_seq)
         rx = ReplayReceiver(self.profile, first_seq=first_seq)
         events: list[tuple[float, int, int, object]] = []
@@ -239,6 +252,7 @@ class FlitLink:
             raise ReplayInvariantError(
                 f"channel {self.channel}: {delivered} of {n} flits delivered after replay"
             )
+        self._resent += self._drawn - self.clean_flits - trials_before - n
         self._seq_base = tx.next_seq
         self._sent_at_base = self.flits_sent
         busy_extra = wire_free - (t0 + n * self.flit_ns)

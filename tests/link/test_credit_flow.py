@@ -92,3 +92,14 @@ def test_a_buffer_smaller_than_one_tlp_is_bad_input() -> None:
 
     with pytest.raises(InputError, match="cannot hold one 4096 B TLP"):
         scenario({"data_credits": 100})
+
+
+def test_a_transport_that_ignores_credits_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutation witness (issue 4 online invariant): a port that believes every message fits
+    sends without credit, and the run stops at the first such grant."""
+    from sitssim.errors import InvariantViolation
+    from sitssim.link.credit_stage import CreditLink
+
+    monkeypatch.setattr(CreditLink, "fits", lambda self, cost, now: True)
+    with pytest.raises(InvariantViolation, match="credits below zero"):
+        simulate(scenario(TIGHT, pattern="hotspot", load=0.5, hotspot_fraction=0.6))

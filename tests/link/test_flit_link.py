@@ -68,6 +68,8 @@ def test_failed_flits_cost_replays_recorded_in_order() -> None:
     assert (busy >= 0).all() and (late >= 0).all()
     assert (busy > 0).sum() > 0
     assert link.flits_replayed > 0
+    # Only new flits count as sent: the replays re-send flits already counted.
+    assert link.flits_sent == 300 * -(-4096 // TLP_BYTES_PER_FLIT)
     assert set(log.event) <= {"nak", "timeout", "selective_nak", "enter_recovery", "recovery"}
     assert log.t_ns == sorted(log.t_ns)
     # A replay re-sends at least the failed flit: no replay is free.

@@ -45,26 +45,25 @@ def test_credit_link_matches_the_cores(
         now += 10.0
         held = min(size, max_payload)
         cls = FC_CLASSES[fc]
-        cost = link.cost(size)
         if op == "send":
-            granted = link.try_consume(fc, *cost, now)
+            granted = link.try_consume(link.cost(fc, size), now)
             assert granted == sender.try_consume(cls, held, now)
             if granted:
                 wire.append((fc, size))
         elif op == "arrive" and wire:
             fc, size = wire.pop(0)
-            link.receive(fc, *link.cost(size))
+            link.receive(link.cost(fc, size))
             receiver.receive(FC_CLASSES[fc], min(size, max_payload), now)
             buffer.append((fc, size))
         elif op == "leave" and buffer:
             fc, size = buffer.pop(0)
             # Committed now, it may leave the buffer later (its port is busy until then).
-            link.release(fc, *link.cost(size), now + later, now)
+            link.release(link.cost(fc, size), now + later, now)
             returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
         elif op == "deliver" and wire:
             # Arrives and is committed at once: delivered, or on to its next port.
             fc, size = wire.pop(0)
-            link.pass_through(fc, *link.cost(size), now + later, now)
+            link.pass_through(link.cost(fc, size), now + later, now)
             receiver.receive(FC_CLASSES[fc], min(size, max_payload), now)
             returning.extend(receiver.release(FC_CLASSES[fc], min(size, max_payload), now))
         elif op == "return":
