@@ -313,14 +313,12 @@ class Transport:
             queue = port.queue
             cost = self._credit_of[msg]
             fc, hdr, data = cost
-            if (
-                queue
-                or (
-                    (credit.avail_hdr[fc] < hdr or credit.avail_data[fc] < data)
-                    # Credit back by the time the port is free counts now (_try_start).
-                    and not credit.fits(cost, port.free_at if port.free_at > now else now)
-                )
-                or credit.stall_start[fc] is not None
+            # A port with an empty queue has no stall open: a stalled class's refused
+            # message waits in the queue until it is granted, which ends the stall.
+            if queue or (
+                (credit.avail_hdr[fc] < hdr or credit.avail_data[fc] < data)
+                # Credit back by the time the port is free counts now (_try_start).
+                and not credit.fits(cost, port.free_at if port.free_at > now else now)
             ):
                 if came_on is not None and came_on.credit is not None:
                     # It waits in the buffer behind the link it came on.
