@@ -129,17 +129,25 @@ def plot_sweep(table: pd.DataFrame, path: Path, title: str) -> None:
         low = np.nan_to_num(value - table[f"{name}_low"].to_numpy(), nan=0.0)
         high = np.nan_to_num(table[f"{name}_high"].to_numpy() - value, nan=0.0)
         ax.errorbar(
-            table["pre_fec_ber"], value, yerr=[low, high], marker="o", capsize=3, label=name
+            table["pre_fec_ber"],
+            value,
+            yerr=[low, high],
+            marker="o",
+            capsize=3,
+            label=f"{name[:-1]}.{name[-1]}" if name == "p999" else name,
         )
     for ber, status in zip(table["pre_fec_ber"], table["status"], strict=True):
         if status != "ok":
-            ax.annotate(
+            # Along the top edge, clear of the curves whatever their scale.
+            ax.text(
+                ber,
+                0.97,
                 "none expected",
-                (ber, table["p50"].min()),
+                transform=ax.get_xaxis_transform(),
                 fontsize="x-small",
                 rotation=90,
-                va="bottom",
-                ha="center",
+                va="top",
+                ha="right",
                 color="grey",
             )
     ax.set_xscale("log")
