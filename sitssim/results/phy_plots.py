@@ -1,6 +1,8 @@
-"""PHY figures: the reset-to-L0 training Gantt chart and eye diagrams before and after EQ.
+"""PHY figures: the reset-to-L0 training Gantt chart, the retrainings after it, and eye
+diagrams before and after EQ.
 
-Both are drawn from the run's tables: ``link_states`` for the Gantt chart, and
+All are drawn from the run's tables: ``link_states`` for the Gantt chart and the
+retrainings (every stay out of L0 after a link's first L0, by what sent it there), and
 ``phy_groups`` (each signal-level group's channel, tuned Tx preset and linear Rx
 FFE) for the eyes, which re-create the received waveform from the channel's
 pulse response: before EQ behind the initial Tx preset, after EQ behind the
@@ -103,6 +105,77 @@ def training_gantt(tables: dict[str, pd.DataFrame], title: str, path: Path) -> b
     return True
 
 
+# What sends a link in L0 back through Recovery, as ``link_states`` records it.
+_RETRAIN_COLOURS = {
+    "ber_retrain": "tab:orange",
+    "replay_rollover": "tab:purple",
+}
+
+
+def retrain_episodes(states: pd.DataFrame) -> pd.DataFrame:
+    """Each stay out of L0 after a link's first L0: ``link``, ``cause`` (of the first state
+    entered), ``t_start_ns``, ``t_end_ns`` (back in L0; inf if the run ended first)."""
+    rows = []
+    for link, mine in states.sort_values("t_enter_ns", kind="stable").groupby("link", sort=True):
+        trained = False
+        start = None
+        for r in mine.itertuples():
+            if r.state == State.L0.value:
+                if start is not None:
+                    rows.append((link, start[1], start[0], r.t_enter_ns))
+                    start = None
+                trained = True
+            elif trained and start is None:
+                start = (r.t_enter_ns, r.cause)
+        if start is not None:
+            rows.append((link, start[1], start[0], math.inf))
+    return pd.DataFrame(rows, columns=["link", "cause", "t_start_ns", "t_end_ns"])
+
+
+def retrain_timeline(
+    tables: dict[str, pd.DataFrame], title: str, path: Path, end_ns: float
+) -> bool:
+    """Every retraining after reset-to-L0, per link, over the whole run (none: no figure)."""
+    states = tables.get("link_states")
+    if states is None or states.empty:
+        return False
+    episodes = retrain_episodes(states)
+    if episodes.empty:
+        return False
+    links = sorted(episodes["link"].unique())
+    shown = links[:MAX_GANTT_LINKS]
+    end_us = max(end_ns, float(episodes["t_start_ns"].max())) / 1e3
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.3 * len(shown) + 1.5)))
+    for y, link in enumerate(shown):
+        for r in episodes[episodes["link"] == link].itertuples():
+            stop_us = min(r.t_end_ns / 1e3, end_us)
+            # Recoveries last tens of µs in runs of ms: never thinner than a hairline.
+            width = max(stop_us - r.t_start_ns / 1e3, end_us / 800)
+            colour = _RETRAIN_COLOURS.get(r.cause, _COLOURS["other"])
+            ax.barh(y, width, left=r.t_start_ns / 1e3, color=colour, height=0.7, linewidth=0)
+    ax.set_yticks(range(len(shown)), shown, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, end_us * 1.02)
+    ax.set_xlabel("time since reset (µs)")
+    more = f" ({len(shown)} of {len(links)} links)" if len(links) > len(shown) else ""
+    counts = episodes["cause"].value_counts()
+    ax.set_title(
+        f"{title}: retrainings after L0{more}: "
+        + ", ".join(f"{n} {cause}" for cause, n in sorted(counts.items()))
+    )
+    ax.legend(
+        handles=[Patch(color=c, label=k) for k, c in _RETRAIN_COLOURS.items() if k in counts.index],
+        fontsize="x-small",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+    )
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return True
+
+
 def _eye_traces(
     channel: ChannelProfile,
     tx_preset: str,
@@ -170,7 +243,10 @@ def eye_diagrams(tables: dict[str, pd.DataFrame], title: str, path: Path) -> boo
     return True
 
 
-def write_phy_figures(tables: dict[str, pd.DataFrame], title: str, folder: Path) -> None:
+def write_phy_figures(
+    tables: dict[str, pd.DataFrame], title: str, folder: Path, end_ns: float
+) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     training_gantt(tables, title, folder / "training_gantt.png")
+    retrain_timeline(tables, title, folder / "link_retrains.png", end_ns)
     eye_diagrams(tables, title, folder / "eye_diagrams.png")

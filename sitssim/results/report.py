@@ -103,10 +103,16 @@ def write_results(result: RunResult, out: Path, wall_s: float, figures: bool = T
             table.to_parquet(staging / f"{name}.parquet", index=False)
         write_trace(result.tables, staging / "trace.json")
         phy = result.metrics.get("phy") or {}
-        write_vcd(result.tables, staging / "waves.vcd", phy.get("traffic_start_ns") or 0.0)
+        traffic_start_ns = phy.get("traffic_start_ns") or 0.0
+        write_vcd(result.tables, staging / "waves.vcd", traffic_start_ns)
         if figures:
             write_figures(result, staging / "figures")
-            write_phy_figures(result.tables, result.scenario.name, staging / "figures")
+            write_phy_figures(
+                result.tables,
+                result.scenario.name,
+                staging / "figures",
+                end_ns=traffic_start_ns + result.metrics["simulated_ns"],
+            )
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)

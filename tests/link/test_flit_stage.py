@@ -3,6 +3,7 @@ L1 Recovery a REPLAY_NUM rollover sends the link through."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 
 from sitssim.cli import app
 from sitssim.link.flit import payload_efficiency
+from sitssim.results.phy_plots import retrain_episodes, retrain_timeline
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
 
@@ -134,6 +136,23 @@ def test_replay_num_rollover_holds_both_directions_through_an_l1_retraining(
     for start, back in episodes:
         assert not ((delivered > start + on_wire) & (delivered < back)).any()
     assert np.isfinite(delivered).all()
+
+
+def test_the_retrainings_figure_counts_every_rollover_episode(
+    rollovers: RunResult, tmp_path: Path
+) -> None:
+    episodes = retrain_episodes(rollovers.tables["link_states"])
+    assert set(episodes["cause"]) == {"replay_rollover"}
+    start = rollovers.metrics["phy"]["traffic_start_ns"]
+    # Both directions may ask for Recovery before the link is back: one stay out of L0.
+    stays: dict[float, float] = {}
+    for begin, back in _episodes(rollovers):
+        stays[back] = min(begin, stays.get(back, math.inf))
+    drawn = zip(episodes["t_start_ns"] - start, episodes["t_end_ns"] - start, strict=True)
+    assert sorted(drawn) == pytest.approx(sorted((s, b) for b, s in stays.items()))
+    assert len(stays) < rollovers.metrics["phy"]["replay_recoveries"]
+    end_ns = start + rollovers.metrics["simulated_ns"]
+    assert retrain_timeline(rollovers.tables, "rollovers", tmp_path / "r.png", end_ns)
 
 
 def test_a_scenario_that_still_sets_recovery_is_told_it_is_gone(tmp_path: Path) -> None:
