@@ -223,19 +223,11 @@ class CreditLink:
 
     def release(self, cost: Cost, t_leave: float, now: float) -> float:
         """The message waiting in the far buffer is committed at ``now``, to leave it at
-        ``t_leave``; returns when its UpdateFC reaches the sender. (``pass_through`` for a
-        message that was held, written out: one call per hop is what the transport pays.)"""
+        ``t_leave``; returns when its UpdateFC reaches the sender."""
         fc, hdr, data = cost
         self.held_hdr[fc] -= hdr
         self.held_data[fc] -= data
-        if t_leave < now:
-            self._left_early(t_leave, now)
-        t_back = t_leave + self.return_ns
-        returning = self.returning
-        _heappush(returning, (t_back, cost))
-        if len(returning) > BACKLOG and returning[0][0] <= now:
-            self.sync(now)
-        return t_back
+        return self.pass_through(cost, t_leave, now)
 
     def _left_early(self, t_leave: float, now: float) -> None:
         raise InvariantViolation(
