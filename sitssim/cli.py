@@ -89,7 +89,12 @@ class _LazyProgress:
             )
             self._bar.start()
             self._task = self._bar.add_task("sim", total=horizon_ns, t="")
-        self._bar.update(self._task, completed=min(now_ns, horizon_ns), t=f"{now_ns / 1e3:.1f} µs")
+        self._bar.update(
+            self._task,
+            total=horizon_ns,
+            completed=min(now_ns, horizon_ns),
+            t=f"{now_ns / 1e3:.1f} µs",
+        )
 
     def close(self) -> None:
         if self._bar is not None:

@@ -52,6 +52,10 @@ from sitssim.workloads.synthetic import (
     Schedule,
 )
 
+# Progress reports per expected run, and the shortest run they are spread over.
+PROGRESS_TICKS = 50
+PROGRESS_MIN_NS = 1_000.0
+
 
 class _Hop:
     """A pre-triggered event carrying an integer: the lightest object SimPy's loop will step.
@@ -520,8 +524,8 @@ class Transport:
         env = self.env
         if progress is not None:
             self._progress = progress
-            self._progress_step = max(self.injection_end_ns, self._horizon_ns, 1.0) / 50
-            env.schedule(_Hop(self._tick, 0), delay=self._progress_step)
+            self._progress_total = max(self.injection_end_ns, self._horizon_ns, PROGRESS_MIN_NS)
+            env.schedule(_Hop(self._tick, 0), delay=self._progress_total / PROGRESS_TICKS)
         env.run()
         if self._busy():
             raise InvariantViolation(
@@ -530,10 +534,17 @@ class Transport:
         return env.now
 
     def _tick(self, _ev: _Hop) -> None:
-        """Report progress; re-arm only while other events remain, so the run can end."""
-        self._progress(self.env.now, max(self.injection_end_ns, self._horizon_ns, 1.0))
+        """Report progress; re-arm only while other events remain, so the run can end.
+
+        A run that outlives its expected end (a closed loop may give no estimate at all)
+        doubles it: ticks stay a fixed fraction of the run so far, never a flood.
+        """
+        now = self.env._now
+        if now >= self._progress_total:
+            self._progress_total = 2.0 * now
+        self._progress(now, self._progress_total)
         if self.env.peek() != math.inf:
-            self.env.schedule(_Hop(self._tick, 0), delay=self._progress_step)
+            self.env.schedule(_Hop(self._tick, 0), delay=self._progress_total / PROGRESS_TICKS)
 
     def _busy(self) -> bool:
         return bool(

@@ -66,3 +66,28 @@ def test_on_deliver_is_called_once_per_message_at_its_delivery(
     assert [m for m, _ in seen] == [0, 1, 2]
     assert [t for _, t in seen] == list(np.asarray(transport.t_deliver)[:3])
     assert len(transport.src) == 3
+
+
+def test_progress_of_a_closed_loop_with_no_expected_end_stays_a_few_reports(
+    one_link_data: Callable[..., dict[str, Any]],
+) -> None:
+    """A workload that gives no estimate of its end (a collective sweep, say) once made
+    the progress ticks fall every 0.02 ns: a 10 ms run took hours. Reports now stay a
+    fixed share of the run so far, and their expected end only grows."""
+    transport = idle_transport(one_link_data)
+    bounces = 2000
+
+    def bounce(msg: int) -> None:
+        if msg < bounces:
+            transport.env.timeout(5_000.0).callbacks.append(
+                lambda _ev: transport.inject(0, 1, 64, 0, KIND_DATA, 0, on_deliver=bounce)
+            )
+
+    transport.inject(0, 1, 64, 0, KIND_DATA, 0, on_deliver=bounce)
+    reports: list[tuple[float, float]] = []
+    end = transport.run(lambda now, total: reports.append((now, total)))
+    assert end > 1e7
+    assert 20 < len(reports) < 400
+    assert all(now <= total for now, total in reports)
+    totals = [total for _, total in reports]
+    assert totals == sorted(totals)
