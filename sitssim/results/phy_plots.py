@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.patches import Patch
 
 from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile, noise_rms, pulse_response
@@ -71,20 +72,31 @@ def training_gantt(tables: dict[str, pd.DataFrame], title: str, path: Path) -> b
     end_ns = float(finite.max()) if len(finite) else float(states["t_enter_ns"].max())
     horizon_us = max(end_ns / 1e3, RESET_TO_L0_US) * 1.08
     fig, ax = plt.subplots(figsize=(9, max(3.0, 0.28 * len(shown) + 1.5)))
-    for y, link in enumerate(shown):
-        mine = states[(states["link"] == link) & (states["t_enter_ns"] <= end_ns)]
-        for r in mine.itertuples():
-            stop = r.t_exit_ns if math.isfinite(r.t_exit_ns) else horizon_us * 1e3
-            ax.barh(
-                y,
-                (min(stop, horizon_us * 1e3) - r.t_enter_ns) / 1e3,
-                left=r.t_enter_ns / 1e3,
-                color=_COLOURS[_family(r.state)],
-                height=0.7,
-                linewidth=0,
-            )
+    row = {link: y for y, link in enumerate(shown)}
+    bars = states[states["link"].isin(row) & (states["t_enter_ns"] <= end_ns)]
+    stop_ns = bars["t_exit_ns"].fillna(math.inf).clip(upper=horizon_us * 1e3)
+    # One collection of rectangles: a patch per state was most of the figure's time.
+    x0 = bars["t_enter_ns"].to_numpy() / 1e3
+    x1 = stop_ns.to_numpy() / 1e3
+    y = bars["link"].map(row).to_numpy(dtype=float)
+    corners = np.stack(
+        [
+            np.stack([x0, x1, x1, x0], axis=-1),
+            np.stack([y - 0.35, y - 0.35, y + 0.35, y + 0.35], -1),
+        ],
+        axis=-1,
+    )
+    ax.add_collection(
+        PolyCollection(
+            corners, facecolors=[_COLOURS[_family(s)] for s in bars["state"]], linewidths=0
+        )
+    )
+    # Room above the first link for the limit's label.
+    ax.set_ylim(-1.5, len(shown) - 0.5)
     ax.axvline(RESET_TO_L0_US, color="red", linestyle="--", linewidth=1)
-    ax.text(RESET_TO_L0_US, -0.9, " 200 µs (phy.reset_to_l0)", color="red", fontsize="small")
+    ax.text(
+        RESET_TO_L0_US, -0.9, "200 µs (phy.reset_to_l0) ", color="red", fontsize="small", ha="right"
+    )
     ax.set_yticks(range(len(shown)), shown, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, horizon_us)
@@ -231,7 +243,16 @@ def eye_diagrams(tables: dict[str, pd.DataFrame], title: str, path: Path) -> boo
             rng = np.random.default_rng(EYE_SEED)
             t, traces = _eye_traces(channel, preset, ffe, int(g.rx_ffe_pre), rng)
             ax = axes[row, col]
-            ax.plot(t, traces.T, color="tab:blue", alpha=0.04, linewidth=0.6)
+            # One collection of traces, not a line object each (as a scope's persistence).
+            ax.add_collection(
+                LineCollection(
+                    np.stack(np.broadcast_arrays(t, traces), axis=-1),
+                    colors="tab:blue",
+                    alpha=0.04,
+                    linewidths=0.6,
+                )
+            )
+            ax.set_xlim(t[0], t[-1])
             ax.set_ylim(-6, 6)
             ax.set_xlabel("time from sampling instant (UI)")
             ax.set_title(f"{g.loss_db:g} dB, SNR {g.snr_db:g} dB: {label}", fontsize="small")
