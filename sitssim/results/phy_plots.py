@@ -56,6 +56,19 @@ def _family(state: str) -> str:
     return "other"
 
 
+def _bars(ax: plt.Axes, y: np.ndarray, x0: np.ndarray, x1: np.ndarray, colours: list[str]) -> None:
+    """Horizontal bars ``x0..x1`` on rows ``y``, as one collection: a patch per bar was
+    most of a chart's drawing time."""
+    corners = np.stack(
+        [
+            np.stack([x0, x1, x1, x0], axis=-1),
+            np.stack([y - 0.35, y - 0.35, y + 0.35, y + 0.35], axis=-1),
+        ],
+        axis=-1,
+    )
+    ax.add_collection(PolyCollection(corners, facecolors=colours, linewidths=0))
+
+
 def training_gantt(tables: dict[str, pd.DataFrame], title: str, path: Path) -> bool:
     """Each link's LTSSM states from the reset to its first L0, slowest links on top."""
     states = tables.get("link_states")
@@ -75,21 +88,12 @@ def training_gantt(tables: dict[str, pd.DataFrame], title: str, path: Path) -> b
     row = {link: y for y, link in enumerate(shown)}
     bars = states[states["link"].isin(row) & (states["t_enter_ns"] <= end_ns)]
     stop_ns = bars["t_exit_ns"].fillna(math.inf).clip(upper=horizon_us * 1e3)
-    # One collection of rectangles: a patch per state was most of the figure's time.
-    x0 = bars["t_enter_ns"].to_numpy() / 1e3
-    x1 = stop_ns.to_numpy() / 1e3
-    y = bars["link"].map(row).to_numpy(dtype=float)
-    corners = np.stack(
-        [
-            np.stack([x0, x1, x1, x0], axis=-1),
-            np.stack([y - 0.35, y - 0.35, y + 0.35, y + 0.35], -1),
-        ],
-        axis=-1,
-    )
-    ax.add_collection(
-        PolyCollection(
-            corners, facecolors=[_COLOURS[_family(s)] for s in bars["state"]], linewidths=0
-        )
+    _bars(
+        ax,
+        bars["link"].map(row).to_numpy(dtype=float),
+        bars["t_enter_ns"].to_numpy() / 1e3,
+        stop_ns.to_numpy() / 1e3,
+        [_COLOURS[_family(s)] for s in bars["state"]],
     )
     # Room above the first link for the limit's label.
     ax.set_ylim(-1.5, len(shown) - 0.5)
@@ -158,13 +162,21 @@ def retrain_timeline(
     shown = links[:MAX_GANTT_LINKS]
     end_us = max(end_ns, float(episodes["t_start_ns"].max())) / 1e3
     fig, ax = plt.subplots(figsize=(9, max(2.5, 0.3 * len(shown) + 1.5)))
-    for y, link in enumerate(shown):
-        for r in episodes[episodes["link"] == link].itertuples():
-            stop_us = min(r.t_end_ns / 1e3, end_us)
-            # Recoveries last tens of µs in runs of ms: never thinner than a hairline.
-            width = max(stop_us - r.t_start_ns / 1e3, end_us / 800)
-            colour = _RETRAIN_COLOURS.get(r.cause, _COLOURS["other"])
-            ax.barh(y, width, left=r.t_start_ns / 1e3, color=colour, height=0.7, linewidth=0)
+    row = {link: y for y, link in enumerate(shown)}
+    drawn = episodes[episodes["link"].isin(row)]
+    start_us = drawn["t_start_ns"].to_numpy() / 1e3
+    # Recoveries last tens of µs in runs of ms: never thinner than a hairline.
+    stop_us = np.maximum(
+        np.minimum(drawn["t_end_ns"].to_numpy() / 1e3, end_us), start_us + end_us / 800
+    )
+    _bars(
+        ax,
+        drawn["link"].map(row).to_numpy(dtype=float),
+        start_us,
+        stop_us,
+        [_RETRAIN_COLOURS.get(c, _COLOURS["other"]) for c in drawn["cause"]],
+    )
+    ax.set_ylim(-0.5, len(shown) - 0.5)
     ax.set_yticks(range(len(shown)), shown, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, end_us * 1.02)
