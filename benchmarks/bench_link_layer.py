@@ -42,14 +42,13 @@ def with_link_layer(scenario: Scenario, ber: float, hdr: int, data: int) -> Scen
     return scenario.model_copy(update={"link_layer": link_layer})
 
 
-def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``Transport.run`` (link layer from ``scenario``, or none)."""
+def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, float, dict[str, int]]:
+    """Wall and CPU seconds of one ``Transport.run`` (link layer from ``scenario``, or none),
+    and what the link layer did in it (replays, credit stalls)."""
     flit = credit = None
     if scenario is not None:
-        flit = build_flit_stage(
-            scenario, setup.fabric, run_phy(scenario, setup.fabric).recover
-        ).links
-        credit = build_credit_stage(scenario, setup.fabric).links
+        flit = build_flit_stage(scenario, setup.fabric, run_phy(scenario, setup.fabric).recover)
+        credit = build_credit_stage(scenario, setup.fabric)
     transport = Transport(
         simpy.Environment(),
         setup.fabric,
@@ -57,10 +56,17 @@ def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, float]:
         setup.nodes,
         setup.schedule,
         {},
-        flit,
-        credit,
+        None if flit is None else flit.links,
+        None if credit is None else credit.links,
     )
-    return _timed(transport.run)
+    wall, cpu = _timed(transport.run)
+    done = {}
+    if flit is not None and credit is not None:
+        done = {
+            "replays": len(flit.log.t_ns),
+            "credit_stalls": int(credit.metrics()["credit_stalls"]),
+        }
+    return wall, cpu, done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeats):
         plain.append(run_once(setup, None))
         full.append(run_once(setup, scenario))
-    rate_plain = setup.hop_events / statistics.median(w for w, _ in plain)
-    rate_full = setup.hop_events / statistics.median(w for w, _ in full)
+    rate_plain = setup.hop_events / statistics.median(w for w, _, _ in plain)
+    rate_full = setup.hop_events / statistics.median(w for w, _, _ in full)
     ratio = rate_full / rate_plain
-    cpu_ratio = statistics.median(c for _, c in plain) / statistics.median(c for _, c in full)
+    cpu_ratio = statistics.median(c for _, c, _ in plain) / statistics.median(c for _, c, _ in full)
     # Each repetition's own ratio: how far one pair of runs strays on a shared machine.
     paired = sorted(p[0] / f[0] for p, f in zip(plain, full, strict=True))
     print(f"workload        : {len(setup.schedule):,} messages, {setup.hop_events:,} hop-events")
@@ -94,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"flits+credits   : {rate_full:12,.0f} hop-events/s  (BER {args.ber:g}, "
         f"{args.header_credits} hdr / {args.data_credits} data credits per class)"
+    )
+    done = full[-1][2]
+    print(
+        f"  each link-layer run: {done['replays']:,} replays, "
+        f"{done['credit_stalls']:,} credit stalls"
     )
     verdict = "met" if ratio >= TARGET else "MISSED"
     print(f"ratio           : {ratio:8.2f}   (target >= {TARGET:g}) [{verdict}]")
