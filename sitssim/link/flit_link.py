@@ -26,6 +26,7 @@ was delivered than an error-free burst, and every replay is recorded.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
@@ -162,7 +163,7 @@ class FlitLink:
         rx = ReplayReceiver(self.profile, first_seq=first_seq)
         events: list[tuple[float, int, int, object]] = []
         order = count()
-        outq: list[Flit] = []
+        outq: deque[Flit] = deque()
         new_left = n
         delivered = 0
         wire_free = t0
@@ -206,11 +207,14 @@ class FlitLink:
                 elif isinstance(action, Ack | Nak | SelectiveNak):
                     push(t + self.flight_ns + self.dllp_ns, _TX_DLLP, action)
 
-        polls: dict[str, float | None] = {"tx": None, "rx": None}
+        # The timer deadlines already asked for (a core's changes only when it is driven).
+        tx_poll: float | None = None
+        rx_poll: float | None = None
         push(t0, _WIRE)
         wire_scheduled = True
         while events:
             t, _, kind, data = heapq.heappop(events)
+            tx_driven = rx_driven = False
             if kind == _WIRE:
                 wire_scheduled = False
                 if t < blocked_until:
@@ -219,9 +223,10 @@ class FlitLink:
                     continue
                 if not outq and new_left and tx.can_send:
                     tx_actions(tx.send(None, t), t)
+                    tx_driven = True
                     new_left -= 1
                 if outq:
-                    flit = outq.pop(0)
+                    flit = outq.popleft()
                     push(
                         t + self.flit_ns + self.flight_ns, _RX_FLIT, None if self._trial() else flit
                     )
@@ -230,21 +235,32 @@ class FlitLink:
                     wire_scheduled = True
             elif kind == _RX_FLIT:
                 rx_actions(rx.on_corrupt_flit(t) if data is None else rx.on_flit(data, t), t)
+                rx_driven = True
             elif kind == _TX_DLLP:
                 tx_actions(tx.on_dllp(data, t), t)
+                tx_driven = True
             elif data == "recovered":
                 tx_actions(tx.recovery_done(t), t)
+                tx_driven = True
             elif data == "tx":
                 tx_actions(tx.poll(t), t)
+                tx_driven = True
             else:
                 rx_actions(rx.poll(t), t)
+                rx_driven = True
             if delivered == n and tx.unacknowledged == 0 and not outq:
                 break
             # Timers are events too: a burst whose every Nak was lost ends by the replay timer.
-            for name, deadline in (("tx", tx.timer_deadline_ns), ("rx", rx.ack_deadline_ns)):
-                if deadline is not None and deadline != polls[name]:
-                    polls[name] = deadline
-                    push(max(deadline, t), _POLL, name)
+            if tx_driven:
+                deadline = tx.timer_deadline_ns
+                if deadline is not None and deadline != tx_poll:
+                    tx_poll = deadline
+                    push(max(deadline, t), _POLL, "tx")
+            if rx_driven:
+                deadline = rx.ack_deadline_ns
+                if deadline is not None and deadline != rx_poll:
+                    rx_poll = deadline
+                    push(max(deadline, t), _POLL, "rx")
             if not wire_scheduled and (outq or (new_left and tx.can_send)):
                 push(max(t, wire_free, blocked_until), _WIRE)
                 wire_scheduled = True

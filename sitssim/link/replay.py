@@ -120,6 +120,14 @@ def _check(condition: bool, invariant: str, detail: str) -> None:
         raise ReplayInvariantError(f"issue 4 invariant '{invariant}' violated: {detail}")
 
 
+class _FastEnum(Enum):
+    """An enum hashed by identity (its members are singletons): the cores look their
+    transition tables up by (state, event) for every flit, and ``Enum.__hash__`` is a
+    Python call each time."""
+
+    __hash__ = object.__hash__
+
+
 class NakPolicy(Enum):
     STANDARD = "standard"
     SELECTIVE = "selective"
@@ -245,12 +253,12 @@ TxAction = Send | ReplayStarted | EnterRecovery
 RxAction = Deliver | Ack | Nak | SelectiveNak
 
 
-class TxState(Enum):
+class TxState(_FastEnum):
     ACTIVE = "active"
     RECOVERY = "recovery"
 
 
-class TxEvent(Enum):
+class TxEvent(_FastEnum):
     SEND = "send"
     ACK = "ack"
     """Acknowledgement only: an Ack, or a Nak / SelectiveNak / timeout that replays nothing."""
@@ -425,13 +433,13 @@ class ReplayTransmitter:
         return actions
 
 
-class RxState(Enum):
+class RxState(_FastEnum):
     ACTIVE = "active"
     NAK_SCHEDULED = "nak_scheduled"
     SELECTIVE_WAIT = "selective_wait"
 
 
-class RxEvent(Enum):
+class RxEvent(_FastEnum):
     IN_ORDER = "in_order"
     DUPLICATE = "duplicate"
     """Behind the expected flit, or already held."""
@@ -442,7 +450,7 @@ class RxEvent(Enum):
     IDLE = "idle"
 
 
-class RxStep(Enum):
+class RxStep(_FastEnum):
     DELIVER = "deliver"
     ACK_DUPLICATE = "ack_duplicate"
     DISCARD = "discard"
