@@ -21,6 +21,15 @@ direction too. The cores check the online invariants as they run (sequence numbe
 the window, no flit delivered twice, in order); a violation raises ``ReplayInvariantError``.
 The session returns how much longer the port stayed busy and how much later the last flit
 was delivered than an error-free burst, and every replay is recorded.
+
+A session depends on what came before only through its sequence numbers and its start
+time (the cores start afresh, time and numbers enter only as differences), so the usual
+burst, one failing flit and no other, is played once per shape (burst length, which
+transmission fails, link timing, replay profile) and its outcome reused, shifted to the
+burst's start and first sequence number (``SessionShape``). The failing flit's draw of
+the next countdown says whether another transmission of the session fails: then, or when
+the shape needed Recovery (which the PHY times), the burst is played in full. A property
+test holds the reuse to the full playback, replays table and counters included.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import count
 
 import numpy as np
@@ -47,6 +57,8 @@ from sitssim.link.replay import (
     ReplayTransmitter,
     SelectiveNak,
     Send,
+    seq_add,
+    seq_distance,
 )
 
 TLP_BYTES_PER_FLIT = PCIE6_FLIT.tlp_bytes
@@ -59,6 +71,64 @@ _NEVER = 1 << 62
 Recover = Callable[[int, float], float]
 """``recover(channel, t_ns)``: Recovery of the channel's link requested at ``t_ns``; returns
 when the link is back in L0 (same clock, never before ``t_ns``)."""
+
+
+@dataclass(frozen=True)
+class SessionShape:
+    """What a burst does whose ``k``-th flit transmission fails and no other, relative to
+    its start: transmissions, extra busy and delivery time, flits replayed, and its
+    ``replays`` rows as (sequence offset from the first flit, event, ns after the start,
+    flits, REPLAY_NUM)."""
+
+    trials: int
+    busy_extra: float
+    deliver_extra: float
+    replayed: int
+    rows: tuple[tuple[int, str, float, int, int], ...]
+
+
+_UNKNOWN = object()
+
+
+class _RecoveryAsked(Exception):
+    """A shape that takes the link through Recovery depends on the PHY: never reused."""
+
+
+def _refuse_recovery(channel: int, t_ns: float) -> float:
+    raise _RecoveryAsked
+
+
+@lru_cache(maxsize=4096)
+def _session_shape(
+    n: int, k: int, flit_ns: float, flight_ns: float, dllp_ns: float, profile: ReplayProfile
+) -> SessionShape | None:
+    """Play the burst once, from time 0 and sequence number 1, on a link whose only failing
+    transmission is the ``k``-th; None if it asks for Recovery."""
+    scratch = FlitLink(
+        0, flit_ns, flight_ns, 0.0, None, profile, dllp_ns, _refuse_recovery, ReplayLog(), False
+    )
+    scratch._drawn = scratch.clean_flits = k
+    try:
+        busy_extra, deliver_extra = scratch._play(n, 0.0)
+    except _RecoveryAsked:
+        return None
+    log = scratch.log
+    return SessionShape(
+        trials=scratch.transmissions,
+        busy_extra=busy_extra,
+        deliver_extra=deliver_extra,
+        replayed=scratch.flits_replayed,
+        rows=tuple(
+            zip(
+                [seq_distance(1, s) for s in log.seq],
+                log.event,
+                log.t_ns,
+                log.flits,
+                log.replay_num,
+                strict=True,
+            )
+        ),
+    )
 
 
 @dataclass
@@ -92,12 +162,15 @@ class FlitLink:
         flit_ns: float,
         flight_ns: float,
         p_replay: float,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None,
         profile: ReplayProfile,
         dllp_ns: float,
         recover: Recover,
         log: ReplayLog,
+        reuse_sessions: bool = True,
     ) -> None:
+        """``reuse_sessions=False`` plays every burst with a failure in full (the reference
+        the reuse is checked against)."""
         self.channel = channel
         self.flit_ns = flit_ns
         self.flight_ns = flight_ns
@@ -118,19 +191,34 @@ class FlitLink:
         self._drawn = 0
         self._resent = 0
         self.clean_flits = 0
+        # A countdown already drawn for the next failure (0: none): see ``session``.
+        self._next_gap = 0
+        self.reuse_sessions = reuse_sessions
+        # This link's view of the shared shapes, keyed without hashing the profile each time.
+        self._shapes: dict[tuple[int, int], SessionShape | None] = {}
         self._draw_clean_flits()
 
     def _draw_clean_flits(self) -> None:
         """Draw the flits up to and including the next one that fails (on an error-free
         link, more than any run sends)."""
-        gap = int(self._rng.geometric(self.p_replay)) if self.p_replay > 0.0 else _NEVER
+        if self._next_gap:
+            gap, self._next_gap = self._next_gap, 0
+        elif self.p_replay > 0.0:
+            gap = int(self._rng.geometric(self.p_replay))
+        else:
+            gap = _NEVER
         self._drawn += gap
         self.clean_flits += gap
 
     @property
+    def transmissions(self) -> int:
+        """Flit transmissions so far, replays included."""
+        return self._drawn - self.clean_flits
+
+    @property
     def flits_sent(self) -> int:
         """New flits sent so far (replays not counted)."""
-        return self._drawn - self.clean_flits - self._resent
+        return self.transmissions - self._resent
 
     def _trial(self) -> bool:
         """One flit transmission: True if it fails."""
@@ -156,6 +244,49 @@ class FlitLink:
         return (self._seq_base - 1 + self.flits_sent - self._sent_at_base) % 1023 + 1
 
     def session(self, n: int, t0: float) -> tuple[float, float]:
+        """Send a burst of ``n`` new flits from ``t0``, one of which fails.
+
+        A session is independent of the ones before it but for its sequence numbers and its
+        start, so the usual case, one failing flit and no other, is played once per shape
+        (burst length, failing flit) and reused (:func:`_session_shape`). The failing flit's
+        draw of the next countdown tells whether another flit of the session fails; if one
+        does, or the shape asked for Recovery, the burst is played in full.
+        """
+        first_seq = self.seq
+        k = self.clean_flits
+        shape = None
+        if self.reuse_sessions:
+            shape = self._shapes.get((n, k), _UNKNOWN)
+            if shape is _UNKNOWN:
+                shape = _session_shape(
+                    n, k, self.flit_ns, self.flight_ns, self.dllp_ns, self.profile
+                )
+                self._shapes[(n, k)] = shape
+        if shape is None:
+            return self._play(n, t0)
+        # The failing trial's draw, as ``_trial`` makes it.
+        self.clean_flits = 0
+        self._draw_clean_flits()
+        after = shape.trials - k
+        if self.clean_flits <= after:
+            # Another trial of this session fails: play it in full, with this draw.
+            gap = self.clean_flits
+            self._drawn -= gap
+            self.clean_flits = k
+            self._next_gap = gap
+            return self._play(n, t0)
+        self.clean_flits -= after
+        self._resent += shape.trials - n
+        self.flits_replayed += shape.replayed
+        for offset, event, dt, flits, replay_num in shape.rows:
+            self.log.add(
+                self.channel, seq_add(first_seq, offset), event, t0 + dt, flits, replay_num
+            )
+        self._seq_base = seq_add(first_seq, n)
+        self._sent_at_base = self.flits_sent
+        return shape.busy_extra, shape.deliver_extra
+
+    def _play(self, n: int, t0: float) -> tuple[float, float]:
         """Play a burst of ``n`` new flits, one of which fails, through the replay cores."""
         first_seq = self.seq
         trials_before = self._drawn - self.clean_flits
