@@ -29,7 +29,8 @@ transmission fails, link timing, replay profile) and its outcome reused, shifted
 burst's start and first sequence number (``SessionShape``). The failing flit's draw of
 the next countdown says whether another transmission of the session fails: then, or when
 the shape needed Recovery (which the PHY times), the burst is played in full. A property
-test holds the reuse to the full playback, replays table and counters included.
+test holds the reuse to the full playback, replays table and counters included; times
+agree to float rounding (a shape is timed from 0, a full playback from the burst's start).
 """
 
 from __future__ import annotations
