@@ -155,6 +155,22 @@ def _headline(metrics: dict) -> Table:
         ("oracle latency violations", f"{metrics['oracle_latency_violations']}"),
         ("simulated time (µs)", _fmt(metrics["simulated_ns"] / 1e3)),
     ]
+    link_layer = metrics.get("link_layer") or {}
+    if link_layer.get("links_with_errors"):
+        rows.append(
+            (
+                "flit replays / Recoveries",
+                f"{link_layer['replays']} ({link_layer['replay_fraction']:.2%} of flits "
+                f"re-sent) / {(metrics.get('phy') or {}).get('replay_recoveries', 0)}",
+            )
+        )
+    if link_layer.get("credit_links"):
+        rows.append(
+            (
+                "credit stalls (count / total µs)",
+                f"{link_layer['credit_stalls']} / {_fmt(link_layer['credit_stall_ns'] / 1e3)}",
+            )
+        )
     for name, wl in metrics.get("inference", {}).items():
         ttft, tpot = (wl[k]["p50"] for k in ("ttft_ns", "tpot_ns"))
         us = [None if v is None else v / 1e3 for v in (ttft, tpot)]
