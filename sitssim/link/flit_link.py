@@ -24,11 +24,12 @@ was delivered than an error-free burst, and every replay is recorded.
 
 A session depends on what came before only through its sequence numbers and its start
 time (the cores start afresh, time and numbers enter only as differences), so the usual
-burst, one failing flit and no other, is played once per shape (burst length, which
-transmission fails, link timing, replay profile) and its outcome reused, shifted to the
-burst's start and first sequence number (``SessionShape``). The failing flit's draw of
-the next countdown says whether another transmission of the session fails: then, or when
-the shape needed Recovery (which the PHY times), the burst is played in full. A property
+burst, with one or two failing transmissions, is played once per shape (burst length, the
+countdowns between its failures, link timing, replay profile) and its outcome reused,
+shifted to the burst's start and first sequence number (``SessionShape``). Each failure's
+draw of the next countdown says whether another transmission of the session fails. A
+burst with more failures, or whose shape needed Recovery (which the PHY times), is played
+in full. A property
 test holds the reuse to the full playback, replays table and counters included; times
 agree to float rounding (a shape is timed from 0, a full playback from the burst's start).
 """
@@ -66,6 +67,8 @@ TLP_BYTES_PER_FLIT = PCIE6_FLIT.tlp_bytes
 
 _RX_FLIT, _TX_DLLP, _WIRE, _POLL = range(4)
 
+# Failures a burst may have for its played shape to be reused (more: played in full).
+REUSED_FAILURES = 2
 # The countdown of an error-free link: more flits than any run sends.
 _NEVER = 1 << 62
 
@@ -99,16 +102,23 @@ def _refuse_recovery(channel: int, t_ns: float) -> float:
     raise _RecoveryAsked
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
 def _session_shape(
-    n: int, k: int, flit_ns: float, flight_ns: float, dllp_ns: float, profile: ReplayProfile
+    n: int,
+    gaps: tuple[int, ...],
+    flit_ns: float,
+    flight_ns: float,
+    dllp_ns: float,
+    profile: ReplayProfile,
 ) -> SessionShape | None:
-    """Play the burst once, from time 0 and sequence number 1, on a link whose only failing
-    transmission is the ``k``-th; None if it asks for Recovery."""
+    """Play the burst once, from time 0 and sequence number 1, on a link whose failing
+    transmissions are the ``gaps[0]``-th, then ``gaps[1]`` after it, and so on, and no
+    other; None if it asks for Recovery."""
     scratch = FlitLink(
         0, flit_ns, flight_ns, 0.0, None, profile, dllp_ns, _refuse_recovery, ReplayLog(), False
     )
-    scratch._drawn = scratch.clean_flits = k
+    scratch._drawn = scratch.clean_flits = gaps[0]
+    scratch._pending.extend(gaps[1:])
     try:
         busy_extra, deliver_extra = scratch._play(n, 0.0)
     except _RecoveryAsked:
@@ -192,18 +202,18 @@ class FlitLink:
         self._drawn = 0
         self._resent = 0
         self.clean_flits = 0
-        # A countdown already drawn for the next failure (0: none): see ``session``.
-        self._next_gap = 0
+        # Countdowns already drawn for the next failures: see ``session``.
+        self._pending: deque[int] = deque()
         self.reuse_sessions = reuse_sessions
         # This link's view of the shared shapes, keyed without hashing the profile each time.
-        self._shapes: dict[tuple[int, int], SessionShape | None] = {}
+        self._shapes: dict[tuple[int, tuple[int, ...]], SessionShape | None] = {}
         self._draw_clean_flits()
 
     def _draw_clean_flits(self) -> None:
         """Draw the flits up to and including the next one that fails (on an error-free
         link, more than any run sends)."""
-        if self._next_gap:
-            gap, self._next_gap = self._next_gap, 0
+        if self._pending:
+            gap = self._pending.popleft()
         elif self.p_replay > 0.0:
             gap = int(self._rng.geometric(self.p_replay))
         else:
@@ -245,37 +255,40 @@ class FlitLink:
         return (self._seq_base - 1 + self.flits_sent - self._sent_at_base) % 1023 + 1
 
     def session(self, n: int, t0: float) -> tuple[float, float]:
-        """Send a burst of ``n`` new flits from ``t0``, one of which fails.
+        """Send a burst of ``n`` new flits from ``t0``, at least one of which fails.
 
         A session is independent of the ones before it but for its sequence numbers and its
-        start, so the usual case, one failing flit and no other, is played once per shape
-        (burst length, failing flit) and reused (:func:`_session_shape`). The failing flit's
-        draw of the next countdown tells whether another flit of the session fails; if one
-        does, or the shape asked for Recovery, the burst is played in full.
+        start, so a shape (burst length, and the countdowns between its failing
+        transmissions) is played once and reused (:func:`_session_shape`), for bursts of up
+        to ``REUSED_FAILURES`` failures. Each failure's draw of the next countdown tells
+        whether another transmission of the session fails. A burst with more failures, or
+        whose shape asked for Recovery (which the PHY times), is played in full.
         """
+        if not self.reuse_sessions:
+            return self._play(n, t0)
         first_seq = self.seq
-        k = self.clean_flits
-        shape = None
-        if self.reuse_sessions:
-            shape = self._shapes.get((n, k), _UNKNOWN)
+        gaps = (self.clean_flits,)
+        while True:
+            shape = self._shapes.get((n, gaps), _UNKNOWN)
             if shape is _UNKNOWN:
                 shape = _session_shape(
-                    n, k, self.flit_ns, self.flight_ns, self.dllp_ns, self.profile
+                    n, gaps, self.flit_ns, self.flight_ns, self.dllp_ns, self.profile
                 )
-                self._shapes[(n, k)] = shape
-        if shape is None:
-            return self._play(n, t0)
-        # The failing trial's draw, as ``_trial`` makes it.
-        self.clean_flits = 0
-        self._draw_clean_flits()
-        after = shape.trials - k
-        if self.clean_flits <= after:
-            # Another trial of this session fails: play it in full, with this draw.
-            gap = self.clean_flits
-            self._drawn -= gap
-            self.clean_flits = k
-            self._next_gap = gap
-            return self._play(n, t0)
+                self._shapes[(n, gaps)] = shape
+            if shape is not None:
+                # The last failure's draw, as ``_trial`` makes it.
+                self.clean_flits = 0
+                self._draw_clean_flits()
+                after = shape.trials - sum(gaps)
+                if self.clean_flits > after:
+                    break
+                gaps = (*gaps, self.clean_flits)
+            if shape is None or len(gaps) > REUSED_FAILURES:
+                # Play it in full, with the countdowns already drawn.
+                self._drawn -= sum(gaps[1:])
+                self.clean_flits = gaps[0]
+                self._pending.extend(gaps[1:])
+                return self._play(n, t0)
         self.clean_flits -= after
         self._resent += shape.trials - n
         self.flits_replayed += shape.replayed

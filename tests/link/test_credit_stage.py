@@ -66,4 +66,3 @@ def test_a_stall_ends_when_its_class_next_gets_credit() -> None:
     credit.consume(cost, 12.0)
     assert credit.stalls == [(FC_POSTED, 5.0, 12.0, 1, 1)]
     assert credit.stall_start[FC_POSTED] is None
-

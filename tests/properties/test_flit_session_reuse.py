@@ -1,9 +1,10 @@
-"""Reusing the shape of a one-failure burst gives what playing it in full gives.
+"""Reusing the shape of a burst with one or two failures gives what playing it in full gives.
 
 Issue 4 (flit mode with Ack/Nak replay; no SPEC.md clause ID): ``FlitLink.session`` plays a
-burst with one failing flit once per (burst length, failing flit, timing, profile) and
-reuses it. Against a link that plays every such burst through the replay cores, the
-same draws must give the same extra busy and delivery times, the same ``replays`` rows,
+burst with up to ``REUSED_FAILURES`` failing transmissions once per shape (burst length,
+countdowns between failures, timing, profile) and reuses it. Against a link that plays
+every such burst through the replay cores, the same draws must give the same extra busy
+and delivery times, the same ``replays`` rows,
 Recoveries and counters, whatever the profile, the burst sizes and the error rate. Times
 agree to float rounding: the shape is timed from 0 and shifted, the full playback adds up
 from the burst's start (timings here are not binary fractions, so that shows).
