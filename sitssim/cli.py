@@ -8,13 +8,14 @@ traceback).
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -32,10 +33,23 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Simulate a SITS2026 fabric and judge it clause by clause.",
 )
+
+
+def _width_off_terminal(stream: TextIO | None) -> int | None:
+    """A pipe or a log has no width of its own: 120 columns keep the clause table whole,
+    where rich would assume 80 (a terminal, or COLUMNS, decides for itself)."""
+    isatty = getattr(stream, "isatty", None)
+    if (isatty is not None and isatty()) or "COLUMNS" in os.environ:
+        return None
+    return 120
+
+
 # soft_wrap: a message line must survive long paths and narrow terminals intact
 # (tests and scripts grep it); only tables are laid out to the terminal width.
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, width=_width_off_terminal(sys.stdout))
+err_console = Console(
+    stderr=True, highlight=False, soft_wrap=True, width=_width_off_terminal(sys.stderr)
+)
 
 
 def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
@@ -113,8 +127,9 @@ _STYLE = {"pass": "green", "fail": "bold red", "n/a": "dim"}
 def _clause_table(verdicts: list) -> Table:
     table = Table(title="SITS2026 clauses", title_justify="left")
     for column in ("clause", "verdict", "measured", "", "limit", "unit", "basis"):
-        # The verdict and the figures it rests on never fold; the prose columns give way.
-        table.add_column(column, no_wrap=column not in ("unit", "basis"))
+        # The verdict and the figures it rests on never fold; the prose columns give way,
+        # folding rather than cutting words (a log or a pipe gets 80 columns).
+        table.add_column(column, no_wrap=column not in ("unit", "basis"), overflow="fold")
     for v in verdicts:
         table.add_row(
             v.id,

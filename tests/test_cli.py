@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -143,6 +145,32 @@ def test_default_output_folder_is_named_after_the_scenario(
     result = run("run", SCENARIOS / "violations" / "chain_9hop.yaml", "--no-figures")
     assert result.exit_code == 1
     assert (tmp_path / "out" / "chain_9hop" / "report.json").exists()
+
+
+def test_a_pipe_gets_the_clause_table_whole(
+    fat_tree_out: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off a terminal the console takes 120 columns, not rich's 80, which cut the unit and
+    basis columns to "measu…"; a terminal or COLUMNS still decides for itself."""
+    from sitssim.cli import _width_off_terminal
+
+    class Pipe(io.StringIO):
+        def isatty(self) -> bool:
+            return False
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    result, _ = fat_tree_out
+    if int(os.environ.get("COLUMNS", "120")) >= 100:
+        (row,) = [line for line in result.output.splitlines() if "fabric.hop_limit" in line]
+        assert "hops" in row and "measured" in row
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert _width_off_terminal(Pipe()) == 120
+    assert _width_off_terminal(Tty()) is None
+    monkeypatch.setenv("COLUMNS", "60")
+    assert _width_off_terminal(Pipe()) is None
 
 
 def test_clauses_lists_every_clause() -> None:
