@@ -29,9 +29,9 @@ countdowns between its failures, link timing, replay profile) and its outcome re
 shifted to the burst's start and first sequence number (``SessionShape``). Each failure's
 draw of the next countdown says whether another transmission of the session fails. A
 burst with more failures, or whose shape needed Recovery (which the PHY times), is played
-in full. A property
-test holds the reuse to the full playback, replays table and counters included; times
-agree to float rounding (a shape is timed from 0, a full playback from the burst's start).
+in full. A property test holds the reuse to the full playback, replays table and counters
+included; times agree to float rounding (a shape is timed from 0, a full playback from the
+burst's start).
 """
 
 from __future__ import annotations
@@ -79,10 +79,10 @@ when the link is back in L0 (same clock, never before ``t_ns``)."""
 
 @dataclass(frozen=True)
 class SessionShape:
-    """What a burst does whose ``k``-th flit transmission fails and no other, relative to
-    its start: transmissions, extra busy and delivery time, flits replayed, and its
-    ``replays`` rows as (sequence offset from the first flit, event, ns after the start,
-    flits, REPLAY_NUM)."""
+    """What a burst with given failing transmissions (and no other) does, relative to its
+    start: transmissions, extra busy and delivery time, flits replayed, and its ``replays``
+    rows as (sequence offset from the first flit, event, ns after the start, flits,
+    REPLAY_NUM)."""
 
     trials: int
     busy_extra: float
