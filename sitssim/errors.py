@@ -4,11 +4,46 @@
 and field, and exits 2. ``InvariantViolation`` is the model catching itself
 breaking a rule it must never break (exit 3: a bug in sitssim, not in the
 scenario).
+
+Messages echo what the user wrote, and what the user wrote can be 4,000
+characters of one scalar or hold newlines. ``shown`` clips an echoed value
+where it is echoed; ``InputError.__str__`` is the last guard, so that whatever
+a validator put into a message, the user still gets one short line.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+SHOWN_CHARS = 60
+MESSAGE_CHARS = 240
+FIELD_CHARS = 80
+# Past this, an int has more digits than anyone reads, and past Python's 4300-digit
+# limit repr() itself raises.
+_SHOWN_INT_BITS = 200
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line (control characters escaped as ``\\n``), at most ``limit`` chars."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for a message, clipped: ``'aaaa…' (5000 chars)``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > _SHOWN_INT_BITS:
+            digits = round(value.bit_length() * math.log10(2))
+            sign = "a negative" if value < 0 else "an"
+            return f"{sign} integer of about {digits} digits"
+        return repr(value)
+    if isinstance(value, str):
+        text = repr(value[:limit])
+        if len(value) <= limit and len(text) <= limit + 2:
+            return text
+        return f"{text[: limit + 1]}…{text[-1]} ({len(value)} chars)"
+    return one_line(repr(value), limit)
 
 
 @dataclass
@@ -24,8 +59,8 @@ class InputError(Exception):
         where = self.file or "<input>"
         if self.line is not None:
             where += f":{self.line}"
-        field = f" {self.field}:" if self.field else ""
-        return f"{where}:{field} {self.message}"
+        field = f" {one_line(self.field, FIELD_CHARS)}:" if self.field else ""
+        return f"{where}:{field} {one_line(self.message, MESSAGE_CHARS)}"
 
 
 class InvariantViolation(RuntimeError):

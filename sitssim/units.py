@@ -13,8 +13,16 @@ import math
 import re
 from decimal import Decimal
 
-_NUMBER = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
-_QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/µ]+)\s*$")
+from sitssim.errors import shown
+
+# ASCII digits only: Python reads '٥' as 5, and a scenario that means five should say 5.
+NUMBER = r"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+_QUANTITY = re.compile(rf"^\s*{NUMBER}\s*([A-Za-z/µ]+)\s*$", re.ASCII)
+# Longer than any quantity a person writes; keeps Decimal's work and the echo small.
+MAX_QUANTITY_CHARS = 64
+# A float ends near 1e308; past that no unit can bring a quantity back into range, and
+# a bounded exponent keeps Decimal's arithmetic clear of its Overflow trap.
+_MAX_EXPONENT = 330
 
 TIME_UNITS_NS: dict[str, float] = {
     "ps": 1e-3,
@@ -61,18 +69,30 @@ def _parse(text: object, units: dict, what: str, example: str) -> Decimal:
     names = ", ".join(units)
     if isinstance(text, bool) or not isinstance(text, str):
         # A bare number is the common mistake: say which units would make it meaningful.
-        raise UnitError(f"expected a {what} with a unit, e.g. {example!r} ({names}), got {text!r}")
+        raise UnitError(
+            f"expected a {what} with a unit, e.g. {example!r} ({names}), got {shown(text)}"
+        )
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise UnitError(
+            f"expected a {what} like {example!r} in at most {MAX_QUANTITY_CHARS} characters, "
+            f"got {shown(text)}"
+        )
     match = _QUANTITY.match(text)
     if match is None:
-        raise UnitError(f"expected a {what} like {example!r} ({names}), got {text!r}")
+        raise UnitError(f"expected a {what} like {example!r} ({names}), got {shown(text)}")
     number, unit = match.groups()
     if unit not in units:
         other = _family_of(unit)
-        kind = f"{unit!r} is a {other} unit" if other else f"unknown unit {unit!r}"
-        raise UnitError(f"{kind} in {text!r}; expected a {what} in {names}")
-    value = Decimal(number) * Decimal(str(units[unit]))
+        kind = f"{unit!r} is a {other} unit" if other else f"unknown unit {shown(unit)}"
+        raise UnitError(f"{kind} in {shown(text)}; expected a {what} in {names}")
+    exact = Decimal(number)
+    if exact and abs(exact.adjusted()) > _MAX_EXPONENT:
+        raise UnitError(
+            f"expected a finite {what} with an exponent within ±{_MAX_EXPONENT}, got {shown(text)}"
+        )
+    value = exact * Decimal(str(units[unit]))
     if not math.isfinite(float(value)):
-        raise UnitError(f"expected a finite {what}, got {text!r}")
+        raise UnitError(f"expected a finite {what}, got {shown(text)}")
     return value
 
 
@@ -85,7 +105,7 @@ def parse_size_bytes(text: object) -> int:
     """``'4KiB'`` -> 4096 (bytes); fractional bytes are rejected."""
     value = _parse(text, SIZE_UNITS_B, "size", "4KiB")
     if value != int(value):
-        raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
+        raise UnitError(f"a size must be a whole number of bytes, got {shown(text)}")
     return int(value)
 
 

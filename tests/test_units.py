@@ -184,3 +184,56 @@ def test_quantities_too_large_for_a_float_are_rejected(
     unit = next(iter(units))
     with pytest.raises(UnitError, match=f"finite {what}"):
         parse(f"1e400{unit}")
+
+
+@pytest.mark.parametrize(("parse", "units", "what"), FAMILIES, ids=FAMILY_IDS)
+@pytest.mark.parametrize(
+    "digits",
+    ["٥", "５", "१", "1٥", "٥.5", "1e٣"],
+    ids=["arabic", "fullwidth", "devanagari", "mixed", "fraction", "exponent"],
+)
+def test_only_ascii_digits_make_a_number(
+    parse: Parser, units: dict, what: str, digits: str
+) -> None:
+    # Python's Decimal and float read all of these as numbers; a scenario may not.
+    with pytest.raises(UnitError, match=f"expected a {what} like"):
+        parse(f"{digits}{next(iter(units))}")
+
+
+@pytest.mark.parametrize(("parse", "units", "what"), FAMILIES, ids=FAMILY_IDS)
+@pytest.mark.parametrize("number", ["1e999999", "9e99999999999", "1e-999999", "-1e331"])
+def test_exponents_past_any_float_are_refused_not_overflowed(
+    parse: Parser, units: dict, what: str, number: str
+) -> None:
+    # Decimal's context stops at 1e999999 and raises decimal.Overflow past it.
+    with pytest.raises(UnitError, match=f"finite {what} with an exponent within"):
+        parse(f"{number}{next(iter(units))}")
+
+
+def test_the_exponent_bound_leaves_every_float_magnitude() -> None:
+    assert parse_time_ns("1e300ns") == 1e300
+    assert parse_time_ns("-1.5e-300ns") == -1.5e-300
+    assert parse_time_ns("0e999999ns") == 0.0
+
+
+@pytest.mark.parametrize(("parse", "units", "what"), FAMILIES, ids=FAMILY_IDS)
+@pytest.mark.parametrize("word", ["nan", "NaN", "-nan", "snan", "inf", "-Infinity", "infinity"])
+def test_nan_and_infinity_are_not_numbers_here(
+    parse: Parser, units: dict, what: str, word: str
+) -> None:
+    unit = next(iter(units))
+    for text in (f"{word}{unit}", f"{word} {unit}"):
+        with pytest.raises(UnitError, match=f"expected a {what} like"):
+            parse(text)
+
+
+@pytest.mark.parametrize(("parse", "units", "what"), FAMILIES, ids=FAMILY_IDS)
+def test_a_quantity_of_thousands_of_characters_is_refused_with_a_short_message(
+    parse: Parser, units: dict, what: str
+) -> None:
+    text = "9" * 10_000 + next(iter(units))
+    with pytest.raises(UnitError) as info:
+        parse(text)
+    message = str(info.value)
+    assert f"expected a {what}" in message and f"({len(text)} chars)" in message
+    assert len(message) < 200 and "\n" not in message
