@@ -3,8 +3,10 @@
 A scenario is read in three steps, each of which can reject it with an
 ``InputError`` naming file, line and field:
 
-1. YAML is composed (not constructed) and every node's tag is checked, so a
-   tag that would build a Python object is refused before anything runs.
+1. The file (a regular file of bounded size) is parsed to events, which are
+   checked against bounds on depth, length, alias expansion and tags
+   (``sitssim.yaml_bounds``), so neither a tag that would build a Python object
+   nor a document that would expand without limit gets as far as being built.
 2. The round-trip loader gives plain data plus line numbers for every key.
 3. Pydantic models (unknown keys forbidden) validate and convert units.
 
@@ -29,19 +31,16 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
     model_validator,
 )
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.scalarbool import ScalarBoolean
 
-from sitssim.errors import InputError
+from sitssim.errors import InputError, shown
 from sitssim.fabric.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
 from sitssim.link.cdc_profile import SynchronizerFlopsFault
 from sitssim.link.profile import LinkLayer
@@ -56,7 +55,24 @@ from sitssim.phy.profile import (
     TrainingPrbs,
     TrainingSymbols,
 )
-from sitssim.units import parse_length_m, parse_rate_gts, parse_size_bytes, parse_time_ns
+from sitssim.quantities import (
+    MAX_FABRIC_LINKS,
+    MAX_LANES,
+    GpuCount,
+    Interval,
+    Length,
+    Levels,
+    Load,
+    Ports,
+    PositiveTime,
+    Propagation,
+    Rate,
+    Seed,
+    Size,
+    Time,
+    count,
+    number,
+)
 from sitssim.workloads.collectives import CollectiveWorkload
 from sitssim.workloads.inference_config import (
     InferenceWorkload,
@@ -66,16 +82,10 @@ from sitssim.workloads.inference_config import (
     TraceRequests,
 )
 from sitssim.workloads.requests import TransactionWorkload
+from sitssim.yaml_bounds import load_yaml, read_regular_file
 
 SCHEMA_VERSION = 1
 
-Duration = Annotated[float, BeforeValidator(parse_time_ns)]
-PositiveDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)]
-NonNegDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
-PositiveSize = Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)]
-PositiveRate = Annotated[float, BeforeValidator(parse_rate_gts), Field(gt=0)]
-NonNegLength = Annotated[float, BeforeValidator(parse_length_m), Field(ge=0)]
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 
 
@@ -104,12 +114,12 @@ ENCODINGS = ("flit256", "128b130b", "8b10b", "none")
 class LinkProfile(_Strict):
     """One direction's signalling: rate per lane, lanes, line encoding, flight time."""
 
-    rate: PositiveRate = Field(default=64.0, description="per-lane signalling rate (GT/s)")
-    lanes: PositiveInt = 16
+    rate: Rate = Field(default=64.0, description="per-lane signalling rate (GT/s)")
+    lanes: count(1, MAX_LANES) = 16
     encoding: Literal["flit256", "128b130b", "8b10b", "none"] = "flit256"
     modulation: Literal["pam4", "nrz"] = "pam4"
-    propagation: NonNegDuration | None = None
-    length: NonNegLength | None = None
+    propagation: Propagation | None = None
+    length: Length | None = None
     channel: ChannelBlock = Field(default_factory=ChannelBlock)
 
     @model_validator(mode="after")
@@ -126,10 +136,10 @@ class FatTree(_Strict):
     """Switch fat tree: leaf switches of ``radix`` GPU ports, aggregated level by level."""
 
     kind: Literal["fat_tree"]
-    gpus: PositiveInt
-    levels: PositiveInt = 2
-    radix: PositiveInt = 4
-    spines: PositiveInt = 1
+    gpus: GpuCount
+    levels: Levels = 2
+    radix: Ports = 4
+    spines: Ports = 1
     link: str = "default"
     root_complex: bool = True
 
@@ -156,14 +166,31 @@ class FatTree(_Strict):
                     f"{self.gpus} GPUs need {below} down ports on each spine "
                     f"but the radix is {self.radix}",
                 )
+        links = self.link_count()
+        if links > MAX_FABRIC_LINKS:
+            raise _LocatedValueError(
+                ("spines",) if self.spines > 1 else ("gpus",),
+                f"this tree has {links} links; sitssim builds fabrics of at most "
+                f"{MAX_FABRIC_LINKS} links",
+            )
         return self
+
+    def link_count(self) -> int:
+        """Links the builder would make, counted without building (the size bound needs it)."""
+        links, below = int(self.root_complex), self.gpus
+        for level in range(1, self.levels + 1):
+            if level == self.levels and self.spines > 1:
+                return links + below * self.spines
+            links += below
+            below = -(-below // self.radix)
+        return links
 
 
 class DirectRC(_Strict):
     """A root complex with every GPU on its own link; GPU-to-GPU traffic turns at the RC."""
 
     kind: Literal["direct_rc"]
-    gpus: PositiveInt
+    gpus: GpuCount
     link: str = "default"
 
 
@@ -171,9 +198,9 @@ class NVSwitchFabric(_Strict):
     """HGX-style: every GPU has ``links_per_gpu`` links spread over ``planes`` switches."""
 
     kind: Literal["nvswitch"]
-    gpus: PositiveInt
-    planes: PositiveInt = 4
-    links_per_gpu: PositiveInt = 18
+    gpus: GpuCount
+    planes: Ports = 4
+    links_per_gpu: Ports = 18
     link: str = "default"
 
     @model_validator(mode="after")
@@ -183,28 +210,34 @@ class NVSwitchFabric(_Strict):
                 ("links_per_gpu",),
                 f"{self.links_per_gpu} links per GPU cannot reach all {self.planes} planes",
             )
+        if self.gpus * self.planes > MAX_FABRIC_LINKS:
+            raise _LocatedValueError(
+                ("planes",),
+                f"{self.gpus} GPUs on {self.planes} planes make {self.gpus * self.planes} "
+                f"GPU-plane links; sitssim builds fabrics of at most {MAX_FABRIC_LINKS}",
+            )
         return self
 
 
 class GraphNode(_Strict):
     id: NodeName
     kind: Literal["gpu", "switch", "root_complex"]
-    level: PositiveInt = 1
+    level: Levels = 1
 
 
 class GraphEdge(_Strict):
     a: NodeName
     b: NodeName
     link: str = "default"
-    links: PositiveInt = 1
+    links: Ports = 1
 
 
 class GraphTopology(_Strict):
     """Explicit nodes and edges, for anything the builders do not cover."""
 
     kind: Literal["graph"]
-    nodes: list[GraphNode] = Field(min_length=1)
-    edges: list[GraphEdge] = Field(default_factory=list)
+    nodes: list[GraphNode] = Field(min_length=1, max_length=MAX_FABRIC_LINKS + 1)
+    edges: list[GraphEdge] = Field(default_factory=list, max_length=MAX_FABRIC_LINKS)
 
 
 Topology = Annotated[
@@ -217,10 +250,10 @@ Topology = Annotated[
 
 
 class SwitchParams(_Strict):
-    arbitration: NonNegDuration | list[NonNegDuration] = Field(
+    arbitration: Time | list[Time] = Field(
         default=40.0, description="arbitration latency per switch level (one value or per level)"
     )
-    vcs_per_port: PositiveInt = 8
+    vcs_per_port: Ports = 8
 
     def arbitration_ns(self, level: int) -> float:
         """Arbitration latency of a switch at ``level`` (1 = leaf)."""
@@ -230,8 +263,8 @@ class SwitchParams(_Strict):
 
 
 class RootComplexParams(_Strict):
-    arbitration: NonNegDuration = 20.0
-    tso_window: PositiveDuration | None = None
+    arbitration: Time = 20.0
+    tso_window: PositiveTime | None = None
 
 
 class Tenant(_Strict):
@@ -271,14 +304,14 @@ class SyntheticWorkload(_Strict):
     dst: NodeName | None = None
     sources: list[NodeName] | None = None
     arrivals: Literal["poisson", "periodic"] = "poisson"
-    message_bytes: PositiveSize
-    load: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    interval: PositiveDuration | None = None
-    start: NonNegDuration = 0.0
-    stop: PositiveDuration | None = None
+    message_bytes: Size
+    load: Load | None = None
+    interval: Interval | None = None
+    start: Time = 0.0
+    stop: PositiveTime | None = None
     tenant: NodeName | None = None
     hotspot: NodeName | None = None
-    hotspot_fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
+    hotspot_fraction: number(0.0, 1.0, open_low=True) = 0.5
 
     @model_validator(mode="after")
     def _consistent(self) -> SyntheticWorkload:
@@ -313,11 +346,11 @@ class ProbeWorkload(_Strict):
     name: str | None = None
     requester: NodeName | None = None
     targets: list[NodeName] | None = None
-    interval: PositiveDuration = 1000.0
-    request_bytes: PositiveSize = 32
-    completion_bytes: PositiveSize = 96
-    turnaround: NonNegDuration = 0.0
-    start: NonNegDuration = 0.0
+    interval: Interval = 1000.0
+    request_bytes: Size = 32
+    completion_bytes: Size = 96
+    turnaround: Time = 0.0
+    start: Time = 0.0
     tenant: NodeName | None = None
 
 
@@ -377,8 +410,8 @@ class Scenario(_Strict):
     version: Literal[1] = SCHEMA_VERSION
     name: NodeName
     description: str = ""
-    seed: Annotated[int, Field(ge=0, strict=True)] = 0
-    duration: PositiveDuration
+    seed: Seed = 0
+    duration: PositiveTime
     topology: Topology
     links: dict[NodeName, LinkProfile] = Field(default_factory=lambda: {"default": LinkProfile()})
     switch: SwitchParams = Field(default_factory=SwitchParams)
@@ -452,13 +485,6 @@ class Scenario(_Strict):
 
 # --- loading -----------------------------------------------------------------
 
-_YAML_TAG = "tag:yaml.org,2002:"
-# Timestamps are allowed because an unquoted date is YAML's reading of plain text.
-_PLAIN_TAGS = {
-    _YAML_TAG + name
-    for name in ("str", "int", "float", "bool", "null", "map", "seq", "omap", "timestamp")
-}
-
 
 def _dotted(loc: Iterable[Any]) -> str:
     out = ""
@@ -467,34 +493,18 @@ def _dotted(loc: Iterable[Any]) -> str:
     return out
 
 
-def _check_tags(node: Any, path: str) -> None:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if current is None:
-            continue
-        if current.tag not in _PLAIN_TAGS:
-            line = current.start_mark.line + 1
-            if current.tag == _YAML_TAG + "merge":
-                raise InputError(
-                    "YAML merge keys ('<<') are not supported: write the fields out",
-                    file=path,
-                    line=line,
-                )
-            tag = current.tag.replace(_YAML_TAG, "!!", 1)
-            raise InputError(
-                f"YAML tag {tag!r} is not allowed: scenarios hold plain data only",
-                file=path,
-                line=line,
-            )
-        if isinstance(current.value, list):
-            for item in current.value:
-                stack.extend(item if isinstance(item, tuple) else (item,))
-
-
 def _line_map(data: Any) -> dict[tuple, int]:
-    """Line of every key and list item, keyed like ``_plain``'s data (string keys)."""
+    """Line of every key and list item, keyed like ``_plain``'s data (string keys).
+
+    The key ``()`` holds the line where the top-level node starts.
+
+    Aliases make shared subtrees, and every path through them gets its lines, so this
+    walks the expanded data: ``load_yaml`` bounded that to ``MAX_NODES`` and refused
+    recursive aliases before the data was built.
+    """
     lines: dict[tuple, int] = {}
+    if isinstance(data, CommentedMap | CommentedSeq):
+        lines[()] = data.lc.line + 1
     stack: list[tuple[tuple, Any]] = [((), data)]
     while stack:
         prefix, node = stack.pop()
@@ -511,6 +521,9 @@ def _line_map(data: Any) -> dict[tuple, int]:
 
 def _plain(node: Any) -> Any:
     """Builtin types only: ruamel's scalar subclasses would leak into messages and reports."""
+    if isinstance(node, TaggedScalar):
+        # What ruamel keeps of an explicit '!!str 123' to write the tag back: the text.
+        return str(node.value)
     if isinstance(node, dict):
         return {str(k): _plain(v) for k, v in node.items()}
     if isinstance(node, list):
@@ -654,7 +667,7 @@ def _shown(value: Any) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return repr(value)
+    return shown(value)
 
 
 def _message(err: dict) -> str:
@@ -671,7 +684,7 @@ def _message(err: dict) -> str:
         return "required field is missing"
     if kind == "union_tag_invalid":
         got = err["input"].get("kind")
-        return f"unknown kind {got!r}; expected one of: {_kinds_at(loc)}"
+        return f"unknown kind {shown(got)}; expected one of: {_kinds_at(loc)}"
     if kind == "union_tag_not_found":
         return f"required field is missing; expected one of: {_kinds_at(loc)}"
     if kind == "value_error":
@@ -721,50 +734,28 @@ def scenario_from_data(
         elif isinstance(data, list):
             got = "a YAML list"
         else:
-            got = f"a YAML scalar ({data!r})"
+            got = f"a YAML scalar ({shown(data)})"
         raise InputError(
             f"expected a mapping of scenario fields at the top level, got {got}",
             file=path,
-            line=1 if data is not None else None,
+            line=source.lines.get((), 1) if data is not None else None,
         )
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         loc, message = _first_problem(exc.errors(include_url=False), data, source)
-        raise InputError(
-            message, file=path, line=source.line_of(loc), field=_dotted(loc) or None
-        ) from None
+        # A field missing from the top level has no line of its own: name the mapping's.
+        line = source.line_of(loc) or source.lines.get(())
+        raise InputError(message, file=path, line=line, field=_dotted(loc) or None) from None
     scenario._source = source
     return scenario
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read, check and validate a scenario file."""
-    path = Path(path)
     name = str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such scenario file", file=name) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a scenario file", file=name) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=name) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", file=name) from None
-    yaml = YAML(typ="rt")
-    try:
-        _check_tags(yaml.compose(text), name)
-        data = yaml.load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise InputError(f"not valid YAML: {problem}", file=name, line=line) from None
-    except YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", file=name) from None
+    raw = read_regular_file(name)
+    data = load_yaml(raw, name)
     if data is None:
         raise InputError(
             "empty file (nothing but whitespace or comments): "

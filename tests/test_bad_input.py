@@ -207,13 +207,13 @@ CASES = [
     case(
         scenario(links=LINKS.replace("rate: 64GT/s", "rate: 0GT/s  # <-")),
         "links.default.rate",
-        "expected a positive value",
+        "expected a positive signalling rate",
         id="zero-rate",
     ),
     case(
         scenario(links=LINKS.replace("rate: 64GT/s", "rate: -64GT/s  # <-")),
         "links.default.rate",
-        "expected a positive value",
+        "expected a positive signalling rate",
         id="negative-rate",
     ),
     case(
@@ -225,19 +225,19 @@ CASES = [
     case(
         scenario(workloads=TRAFFIC.replace("256B", "0B  # <-")),
         "workloads[0].message_bytes",
-        "expected a positive value",
+        "expected a positive size",
         id="zero-size",
     ),
     case(
         scenario(head=HEAD.replace("duration: 2us", "duration: -2us  # <-")),
         "duration",
-        "expected a positive value",
+        "expected a positive time",
         id="negative-duration",
     ),
     case(
         scenario(head=HEAD.replace("duration: 2us", "duration: 0ns  # <-")),
         "duration",
-        "expected a positive value",
+        "expected a positive time",
         id="zero-duration",
     ),
     # --- units
@@ -354,6 +354,145 @@ CASES = [
         "unknown link profile 'slow'",
         id="unknown-edge-profile",
     ),
+    # --- input past the loader's bounds, and numbers no model can hold
+    case(
+        scenario(head=HEAD + "description: " + "[" * 300 + "]" * 300 + "  # <-\n"),
+        None,
+        "nested more than 64",
+        "bound: 64",
+        id="bound-nesting",
+    ),
+    case(
+        scenario(
+            head=HEAD
+            + "description: &l ["
+            + ", ".join(["lol"] * 200)
+            + "]\nseed: ["
+            + ", ".join(["*l"] * 1000)
+            + "]  # <-\n"
+        ),
+        None,
+        "expands to more than",
+        "bound:",
+        id="bound-alias-expansion",
+    ),
+    case(
+        scenario(head=HEAD + "description: &d [1, *d]  # <-\n"),
+        None,
+        "recursive data",
+        id="recursive-alias",
+    ),
+    case(
+        scenario(head=HEAD + "seed: &s 1\ndescription: &s two  # <-\n"),
+        None,
+        "anchor '&s' is defined twice",
+        id="reused-anchor",
+    ),
+    case(
+        scenario(head=HEAD + "description: " + "a" * 5000 + "  # <-\n"),
+        None,
+        "5000 characters",
+        "bound: 4096",
+        id="bound-scalar-length",
+    ),
+    case(
+        scenario(head=HEAD + "seed: " + "9" * 5000 + "  # <-\n"),
+        None,
+        "bound: 4096",
+        id="bound-5000-digit-integer",
+    ),
+    case(
+        scenario(head=HEAD + "seed: " + "9" * 1000 + "  # <-\n"),
+        None,
+        "a number of 1000 characters",
+        id="bound-number-length",
+    ),
+    case(
+        scenario(head=HEAD + "description: !!omap [{a: 1}]  # <-\n"),
+        None,
+        "'!!omap' is not allowed",
+        id="tag-omap",
+    ),
+    case(
+        scenario(head=HEAD + "description: !!set {a, b}  # <-\n"),
+        None,
+        "'!!set' is not allowed",
+        id="tag-set",
+    ),
+    case(
+        scenario() + "---  # <-\nname: second\n",
+        None,
+        "a second YAML document",
+        id="two-documents",
+    ),
+    case(
+        "%YAML 1.1\n---  # <-\n" + scenario(),
+        None,
+        "YAML 1.1 is not read",
+        id="yaml-1.1",
+    ),
+    case(
+        scenario(head=HEAD + "description: a\x00b  # <-\n"),
+        None,
+        "special characters",
+        "'\\x00'",
+        id="control-character",
+    ),
+    case(
+        scenario(head=HEAD + "description: " + "v" * 3000 + "\nname: twice  # <-\n"),
+        None,
+        'duplicate key "name"',
+        id="duplicate-key-long-value",
+    ),
+    case(
+        scenario(head=HEAD.replace("duration: 2us", "duration: 1e999999us  # <-")),
+        "duration",
+        "exponent within",
+        id="quantity-overflow",
+    ),
+    case(
+        scenario(head=HEAD.replace("duration: 2us", "duration: ٥us  # <-")),
+        "duration",
+        "expected a time like",
+        id="quantity-non-ascii-digit",
+    ),
+    case(
+        scenario(head=HEAD.replace("duration: 2us", "duration: 9" + "0" * 80 + "us  # <-")),
+        "duration",
+        "(83 chars)",
+        id="quantity-long-number",
+    ),
+    case(
+        scenario(topology=FAT_TREE.replace("gpus: 4", "gpus: " + "eight" * 500 + "  # <-")),
+        "topology.gpus",
+        "expected a whole number",
+        "(2500 chars)",
+        id="type-long-text-clipped",
+    ),
+    case(
+        scenario(workloads=TRAFFIC.replace("load: 0.1", "load: .inf  # <-")),
+        "workloads[0].load",
+        "got inf",
+        id="float-inf",
+    ),
+    case(
+        scenario(workloads=TRAFFIC.replace("load: 0.1", "load: .nan  # <-")),
+        "workloads[0].load",
+        "got nan",
+        id="float-nan",
+    ),
+    case(
+        scenario(links=LINKS.replace("lanes: 16", "lanes: 0x" + "f" * 90 + "  # <-")),
+        "links.default.lanes",
+        "an integer of about 108 digits",
+        id="huge-integer-clipped",
+    ),
+    case(
+        scenario(head=HEAD + "description: 2001-13-45  # <-\n"),
+        None,
+        "does not read as !!timestamp",
+        id="impossible-date",
+    ),
 ]
 
 # Node references are checked once the fabric exists; still exit 2, still a line.
@@ -456,7 +595,7 @@ def test_file_that_is_not_text(tmp_path: Path) -> None:
     path = tmp_path / "binary.yaml"
     path.write_bytes(b"name: \xff\xfe\x00\x81\n")
     out = tmp_path / "out"
-    message = assert_rejected(invoke("run", path, "--out", out), out, str(path), None, None)
+    message = assert_rejected(invoke("run", path, "--out", out), out, str(path), 1, None)
     assert "not UTF-8" in message
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sitssim.units import parse_time_ns
+from sitssim.quantities import MAX_ITEMS, Interval, PositiveTime, count
+from sitssim.quantities import Time as NonNegTime
 
-PositiveTime = Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)]
-NonNegTime = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
 DeviceName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -75,10 +74,10 @@ class ClockConfig(_Strict):
     initial_offset: NonNegTime = 1000.0
     phy_uncertainty: NonNegTime = 2.0
     sync: bool = True
-    sync_interval: PositiveTime = 2000.0
-    fence_interval: PositiveTime = 2000.0
+    sync_interval: Interval = 2000.0
+    fence_interval: Interval = 2000.0
     fence_start: NonNegTime | None = None
-    ordered_set_flits: Annotated[int, Field(gt=0, strict=True)] = FLIT_MODE_ORDERED_SET_FLITS
+    ordered_set_flits: count(1, MAX_ITEMS) = FLIT_MODE_ORDERED_SET_FLITS
 
     @classmethod
     def disabled(cls) -> ClockConfig:
@@ -103,7 +102,7 @@ class OrderedSetWithoutStamp(_Strict):
     device: DeviceName
     peer: DeviceName
     at: NonNegTime | None = None
-    every: Annotated[int, Field(gt=0, strict=True)] | None = None
+    every: count(1, MAX_ITEMS) | None = None
 
     @model_validator(mode="after")
     def _one_trigger(self) -> OrderedSetWithoutStamp:

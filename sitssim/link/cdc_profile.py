@@ -11,11 +11,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from sitssim.link.cdc_fifo import CORNERS, MAX_DEPTH, closing_divider, flop_timing
+from sitssim.quantities import count
 
 CornerName = Literal["SS/125C", "TT/25C", "FF/0C"]
 _FREQUENCY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE]([-+]?\d+))?\s*(Hz|kHz|MHz|GHz)\s*$")
 _FREQUENCY_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
 DEVICE_NAME = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
+# The FIFO model steps every write-clock cycle of a read word, so the read word's width in
+# narrow words (the clock ratio) bounds its work; 1024 is 32 times the SITS design's.
+MAX_CLOCK_RATIO = 1024
 
 
 def parse_frequency_hz(text: object) -> float:
@@ -27,7 +31,8 @@ def parse_frequency_hz(text: object) -> float:
     if match is None:
         raise ValueError(f"expected a frequency like '8GHz' ({names}), got {text!r}")
     mantissa, exponent, unit = match.groups()
-    value = float(mantissa) * 10 ** int(exponent or 0) * _FREQUENCY_UNITS[unit]
+    # float() of the written number, never 10 ** exponent: a huge exponent gives inf at once.
+    value = float(f"{mantissa}e{exponent or 0}") * _FREQUENCY_UNITS[unit]
     if value <= 0:
         raise ValueError(f"expected a positive frequency, got {text!r}")
     return value
@@ -44,7 +49,10 @@ def _whole_or_auto(low: int, high: int, what: str) -> Any:
     return BeforeValidator(check)
 
 
-Frequency = Annotated[float, BeforeValidator(parse_frequency_hz)]
+# 1 kHz to 1 THz: below, a clock period outlasts any run; above, no flop can toggle.
+Frequency = Annotated[
+    float, BeforeValidator(parse_frequency_hz), Field(ge=1e3, le=1e12, allow_inf_nan=False)
+]
 Flops = Annotated[int, Field(ge=1, le=8, strict=True)]
 
 
@@ -54,12 +62,14 @@ class CdcProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
+    # The before-check words the message; the inner bounds declare the same range.
     fifo_depth: Annotated[
-        int | Literal["auto"], _whole_or_auto(1, MAX_DEPTH, "a depth in narrow-word entries")
+        count(1, MAX_DEPTH) | Literal["auto"],
+        _whole_or_auto(1, MAX_DEPTH, "a depth in narrow-word entries"),
     ] = "auto"
     synchronizer_flops: Flops = 2
     sync_clock_divider: Annotated[
-        int | Literal["auto"], _whole_or_auto(1, 64, "a PHYCLK divider")
+        count(1, 64) | Literal["auto"], _whole_or_auto(1, 64, "a PHYCLK divider")
     ] = "auto"
     writer_pipeline: Annotated[int, Field(ge=0, le=64, strict=True)] = 2
     corners: list[CornerName] = Field(default_factory=lambda: list(CORNERS), min_length=1)
@@ -76,6 +86,12 @@ class CdcProfile(BaseModel):
                 ("read_clock",),
                 f"the write clock must be a whole multiple (at least 2) of the read clock "
                 f"(the read word is that many narrow words wide); got a ratio of {ratio:g}",
+            )
+        if ratio > MAX_CLOCK_RATIO:
+            raise _located(
+                ("read_clock",),
+                f"a write/read clock ratio of {ratio:g} makes a read word wider than the "
+                f"{MAX_CLOCK_RATIO} narrow words the FIFO model steps through",
             )
         period_ps = 1e12 / self.write_clock
         for corner in self.corners:

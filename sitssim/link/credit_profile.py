@@ -5,14 +5,15 @@ Kept free of ``sitssim.scenario`` imports, because the scenario module imports i
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from sitssim.link.credits import DATA_CREDIT_BYTES, SPEC_MAX_UPDATE_INTERVAL_NS
-from sitssim.units import parse_size_bytes, parse_time_ns
+from sitssim.quantities import Interval, Size, Time, count
 
-Credits = Annotated[int, Field(ge=1, strict=True)] | Literal["infinite"]
+# 2^24 credits: a 256 MiB receive buffer at 16 B per data credit, beyond any device's.
+Credits = count(1, 2**24) | Literal["infinite"]
 
 
 class CreditProfile(BaseModel):
@@ -27,11 +28,9 @@ class CreditProfile(BaseModel):
 
     header_credits: Credits = "infinite"
     data_credits: Credits = "infinite"
-    max_payload: Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)] = 4096
-    update_delay: Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)] = 10.0
-    update_interval: Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)] = (
-        SPEC_MAX_UPDATE_INTERVAL_NS
-    )
+    max_payload: Size = 4096
+    update_delay: Time = 10.0
+    update_interval: Interval = SPEC_MAX_UPDATE_INTERVAL_NS
 
     @model_validator(mode="after")
     def _holds_one_tlp(self) -> CreditProfile:

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from sitssim.link.replay import (
     SPEC_MAX_UNACKNOWLEDGED_FLITS,
     SPEC_MIN_REPLAY_TIMEOUT_FLITS,
     SPEC_REPLAY_NUM_BITS,
 )
-from sitssim.units import parse_time_ns
-
-_Time = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
+from sitssim.quantities import MAX_ITEMS, Time, count
 
 
 class FlitProfile(BaseModel):
@@ -31,12 +29,12 @@ class FlitProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    pre_fec_ber: Annotated[float, Field(ge=0, le=1)] | None = None
-    burst_propagation: Annotated[float, Field(ge=0, lt=1)] = 0.5
-    replay_timeout_flits: Annotated[int, Field(gt=0, strict=True)] = SPEC_MIN_REPLAY_TIMEOUT_FLITS
+    pre_fec_ber: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    burst_propagation: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.5
+    replay_timeout_flits: count(1, MAX_ITEMS) = SPEC_MIN_REPLAY_TIMEOUT_FLITS
     max_unacknowledged_flits: Annotated[
         int, Field(ge=1, le=SPEC_MAX_UNACKNOWLEDGED_FLITS, strict=True)
     ] = SPEC_MAX_UNACKNOWLEDGED_FLITS
     replay_num_bits: Annotated[int, Field(ge=1, le=8, strict=True)] = SPEC_REPLAY_NUM_BITS
     nak_policy: Literal["standard", "selective"] = "standard"
-    dllp_processing: _Time = 10.0
+    dllp_processing: Time = 10.0

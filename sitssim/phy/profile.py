@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from sitssim.phy.equalizer import PRESET_NAMES
-from sitssim.units import parse_time_ns
+from sitssim.quantities import MAX_DB, PositiveTime, Time, count
 
 _DB = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*dB\s*$")
 _UI = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*UI\s*$")
@@ -54,22 +54,24 @@ def _number_with_unit(pattern: re.Pattern[str], unit: str, example: str) -> Any:
 Decibel = Annotated[
     float,
     BeforeValidator(_number_with_unit(_DB, "dB", "6dB")),
-    Field(ge=0, allow_inf_nan=False),
+    Field(ge=0, le=MAX_DB, allow_inf_nan=False),
 ]
 PositiveDecibel = Annotated[
     float,
     BeforeValidator(_number_with_unit(_DB, "dB", "30dB")),
-    Field(gt=0, allow_inf_nan=False),
+    Field(gt=0, le=MAX_DB, allow_inf_nan=False),
 ]
 UnitIntervals = Annotated[
     float,
     BeforeValidator(_number_with_unit(_UI, "UI", "0.01UI")),
     Field(ge=0, lt=0.5, allow_inf_nan=False),
 ]
-NonNegTime = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
-PositiveTime = Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)]
+NonNegTime = Time
 Ber = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
-PositiveCount = Annotated[int, Field(gt=0, strict=True)]
+# Retrain counters: a 16-bit hardware counter of training cycles.
+RetrainWindows = count(1, 2**16 - 1)
+# Training sequences are drawn and equalised as one numpy array per LMS step.
+SequenceSymbols = count(1, 2**16)
 LinkName = Annotated[str, Field(min_length=3, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 PrbsOrder = Literal[7, 15, 23, 31]
 
@@ -108,7 +110,7 @@ class ChannelBlock(_Strict):
     loss_spread_db: Decibel = 0.0
     snr_db: PositiveDecibel = Field(default=30.0, description="receiver-input SNR")
     rj_ui: UnitIntervals = Field(default=0.01, description="random jitter, RMS")
-    dielectric_fraction: Annotated[float, Field(ge=0, le=1)] = 0.75
+    dielectric_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.75
     pre_cursors: Annotated[int, Field(ge=0, le=8, strict=True)] = 2
     post_cursors: Annotated[int, Field(ge=1, le=256, strict=True)] = 12
 
@@ -156,15 +158,16 @@ class PhyCosts(_Strict):
 class PhyProfile(_Strict):
     """The PHY parameters every device implements; defaults are the spec's."""
 
-    retrain_windows: PositiveCount = SPEC_RETRAIN_WINDOWS
+    retrain_windows: RetrainWindows = SPEC_RETRAIN_WINDOWS
     retrain_threshold: Ber = SPEC_RETRAIN_THRESHOLD
-    training_cycle_bits: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1e9
+    # 1e15 bits is 1000 s of a 1 Tb/s direction, beyond the longest simulated run.
+    training_cycle_bits: Annotated[float, Field(ge=1, le=1e15, allow_inf_nan=False)] = 1e9
     training_prbs: PrbsOrder = SPEC_TRAINING_PRBS
-    training_symbols: PositiveCount = SPEC_TRAINING_SYMBOLS
+    training_symbols: SequenceSymbols = SPEC_TRAINING_SYMBOLS
     run_eq_phase3: bool = True
-    eq_ber_target: Annotated[float, Field(gt=0, lt=1)] = 1e-4
+    eq_ber_target: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 1e-4
     initial_preset: str = "Q4"
-    train_ctrl: Annotated[int, Field(strict=True)] = 0
+    train_ctrl: Annotated[int, Field(ge=0, le=3, strict=True)] = 0
     costs: PhyCosts = Field(default_factory=PhyCosts)
 
     @field_validator("initial_preset")
@@ -172,15 +175,6 @@ class PhyProfile(_Strict):
     def _known_preset(cls, value: str) -> str:
         if value not in PRESET_NAMES:
             raise ValueError(f"unknown Tx preset {value!r}; known: {', '.join(PRESET_NAMES)}")
-        return value
-
-    @field_validator("train_ctrl")
-    @classmethod
-    def _encoding(cls, value: int) -> int:
-        if not 0 <= value <= 3:
-            raise ValueError(
-                f"TRAIN_CTRL[7:4] encoding must be 0..3 (4/8/16/32 UI per update), got {value}"
-            )
         return value
 
     @field_validator("training_symbols")
@@ -207,7 +201,7 @@ class RetrainAfterWindows(_Strict):
 
     kind: Literal["retrain_windows"]
     link: LinkName
-    windows: PositiveCount
+    windows: RetrainWindows
 
     def overrides(self) -> dict[str, Any]:
         return {"retrain_windows": self.windows}
@@ -240,7 +234,7 @@ class TrainingSymbols(_Strict):
 
     kind: Literal["training_symbols"]
     link: LinkName
-    symbols: PositiveCount
+    symbols: SequenceSymbols
 
     @field_validator("symbols")
     @classmethod

@@ -14,12 +14,22 @@ at module level; located errors come from a function-level import.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sitssim.units import parse_size_bytes, parse_time_ns
+from sitssim.quantities import (
+    MAX_BF16,
+    MAX_GPUS,
+    MAX_TOKENS,
+    Interval,
+    Items,
+    Size,
+    Time,
+    Tokens,
+    count,
+    number,
+)
 from sitssim.workloads.catalog import (
     GPUS,
     MODELS,
@@ -29,13 +39,21 @@ from sitssim.workloads.catalog import (
     model_from_dict,
 )
 
-PositiveDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)]
-NonNegDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
-PositiveSize = Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
-NonNegInt = Annotated[int, Field(ge=0, strict=True)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Fraction = number(0.0, 1.0)
+# Requests in flight, and messages per chunk: one Python object each.
+BatchSize = count(1, 2**16)
+MessagesPerChunk = count(1, 2**16)
+# A log-normal sigma above 3 draws token counts past int64 in its far tail.
+LengthSigma = number(0.0, 3.0, open_low=True)
+# Activation statistics and FP8 scales are values a GPU holds in BF16 at most.
+Magnitude = number(0.0, MAX_BF16, open_low=True)
+# A Student-t with more than 1e6 degrees of freedom is a Gaussian to float64.
+Nu = number(2.0, 1e6, open_low=True)
+# Beta shapes and log-normal parameters of head scores; beyond ±100 every score is 0, 1
+# or overflows exp().
+ScoreParameter = number(-100.0, 100.0)
+# A threshold on those scores; beyond ±1e6 it keeps or skips everything, as ±1e6 does.
+Threshold = number(-1e6, 1e6)
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 WeightFormat = Literal["bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]
 
@@ -83,12 +101,12 @@ class LengthDistribution(_Strict):
     """A token count drawn per request: fixed, uniform on [low, high], or log-normal."""
 
     dist: Literal["fixed", "uniform", "lognormal"]
-    value: PositiveInt | None = None
-    low: PositiveInt | None = None
-    high: PositiveInt | None = None
-    median: PositiveFloat | None = None
-    sigma: PositiveFloat | None = None
-    max: PositiveInt | None = None
+    value: Tokens | None = None
+    low: Tokens | None = None
+    high: Tokens | None = None
+    median: number(0.0, MAX_TOKENS, open_low=True) | None = None
+    sigma: LengthSigma | None = None
+    max: Tokens | None = None
 
     @model_validator(mode="after")
     def _parameters(self) -> LengthDistribution:
@@ -109,19 +127,19 @@ class LengthDistribution(_Strict):
         return self
 
 
-TokenCount = PositiveInt | LengthDistribution
+TokenCount = Tokens | LengthDistribution
 
 
 class SyntheticRequests(_Strict):
     """``count`` requests with Poisson or periodic arrivals every ``interval`` (mean)."""
 
     kind: Literal["generator"]
-    count: PositiveInt
+    count: Items
     prompt_tokens: TokenCount
     generated_tokens: TokenCount
     arrivals: Literal["poisson", "periodic"] = "poisson"
-    interval: PositiveDuration
-    start: NonNegDuration = 0.0
+    interval: Interval
+    start: Time = 0.0
 
 
 class TraceRequests(_Strict):
@@ -130,9 +148,11 @@ class TraceRequests(_Strict):
     kind: Literal["trace"]
     path: str = Field(min_length=1)
     format: Literal["auto", "azure", "splitwise", "vidur"] = "auto"
-    limit: PositiveInt | None = None
-    time_scale: PositiveFloat = 1.0
-    start: NonNegDuration = 0.0
+    # Rows are read lazily, so a limit costs nothing until rows exist: int64 is its range.
+    limit: count(1, 2**63 - 1) | None = None
+    # Stretches or compresses a trace's clock; 1e-6..1e6 turns seconds into µs or days.
+    time_scale: number(1e-6, 1e6) = 1.0
+    start: Time = 0.0
 
 
 Requests = Annotated[SyntheticRequests | TraceRequests, Field(discriminator="kind")]
@@ -142,8 +162,8 @@ Requests = Annotated[SyntheticRequests | TraceRequests, Field(discriminator="kin
 
 
 class EfficiencyOptions(_Strict):
-    flops: Annotated[float, Field(gt=0, le=1)] = 0.7
-    bandwidth: Annotated[float, Field(gt=0, le=1)] = 0.8
+    flops: number(0.0, 1.0, open_low=True) = 0.7
+    bandwidth: number(0.0, 1.0, open_low=True) = 0.8
 
 
 class ActivationOptions(_Strict):
@@ -153,10 +173,10 @@ class ActivationOptions(_Strict):
     """
 
     distribution: Literal["gaussian", "student_t"] = "gaussian"
-    std: PositiveFloat | list[PositiveFloat] = 1.0
-    nu: Annotated[float, Field(gt=2, allow_inf_nan=False)] | list[float] | None = None
+    std: Magnitude | list[Magnitude] = 1.0
+    nu: Nu | list[Nu] | None = None
     npz: str | None = None
-    values: PositiveInt = 16384
+    values: Items = 16384
 
     @model_validator(mode="after")
     def _consistent(self) -> ActivationOptions:
@@ -169,8 +189,6 @@ class ActivationOptions(_Strict):
             raise _located(("nu",), "a Student-t distribution needs 'nu' (> 2)")
         if self.distribution == "gaussian" and self.nu is not None:
             raise _located(("nu",), "'nu' belongs to distribution 'student_t'")
-        if isinstance(self.nu, list) and any(not (math.isfinite(v) and v > 2) for v in self.nu):
-            raise _located(("nu",), "every 'nu' must be a finite number above 2")
         for key in ("std", "nu"):
             value = getattr(self, key)
             if isinstance(value, list) and not value:
@@ -181,35 +199,39 @@ class ActivationOptions(_Strict):
 class Fp8Options(_Strict):
     """The adaptive FP8 policy (E4M3 unless k·σ/scale exceeds its range) and its inputs."""
 
-    k_sigma: PositiveFloat = 6.0
-    scale: PositiveFloat = 1.0
+    # Standard deviations that must fit the format: 1000 covers any tail one would test.
+    k_sigma: number(0.0, 1000.0, open_low=True) = 6.0
+    scale: Magnitude = 1.0
     activations: ActivationOptions = Field(default_factory=ActivationOptions)
 
 
 class HeadScoreOptions(_Strict):
     kind: Literal["beta", "lognormal"] = "beta"
-    a: float | list[float] = 2.0
-    b: float | list[float] = 2.0
+    a: ScoreParameter | list[ScoreParameter] = 2.0
+    b: ScoreParameter | list[ScoreParameter] = 2.0
 
 
 class SparsityOptions(_Strict):
     """Skip heads scoring below ``head_threshold`` (and layers below ``layer_threshold``)."""
 
-    head_threshold: Annotated[float, Field(allow_inf_nan=False)]
-    layer_threshold: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    head_threshold: Threshold
+    layer_threshold: Threshold | None = None
     scores: HeadScoreOptions = Field(default_factory=HeadScoreOptions)
 
 
 class KvCompressionOptions(_Strict):
-    sink_tokens: NonNegInt = 4
-    window: NonNegInt = 256
-    similarity_threshold: Annotated[float, Field(allow_inf_nan=False)] = 0.9
-    sample_tokens: PositiveInt = 2048
+    sink_tokens: count(0, MAX_TOKENS) = 4
+    window: count(0, MAX_TOKENS) = 256
+    # A cosine similarity.
+    similarity_threshold: number(-1.0, 1.0) = 0.9
+    # Synthetic keys are one numpy array of sample_tokens × head_dim per KV head.
+    sample_tokens: count(1, 2**16) = 2048
 
 
 class SpeculationOptions(_Strict):
     draft: str | dict[str, Any] = DEFAULT_DRAFT
-    gamma: PositiveInt
+    # Draft passes per decode step; each is a modelled forward pass.
+    gamma: count(1, 1024)
     alpha: Fraction
 
     @model_validator(mode="after")
@@ -251,17 +273,17 @@ class InferenceWorkload(_Strict):
     tenant: NodeName | None = None
     model: str | dict[str, Any] = DEFAULT_MODEL
     gpu: str | dict[str, Any] = DEFAULT_GPU
-    gpus: list[NodeName] | PositiveInt | None = None
+    gpus: list[NodeName] | count(1, MAX_GPUS) | None = None
     stages: list[list[NodeName]] | None = None
-    batch: PositiveInt = 1
+    batch: BatchSize = 1
     batching: Literal["static", "continuous"] = "continuous"
     requests: Requests
     engine: EngineOptions = Field(default_factory=EngineOptions)
     frames: FrameOptions = Field(default_factory=FrameOptions)
     mhf: Literal["off", "naive", "strip"] = "off"
     collective: Literal["ring", "tree", "direct", "one_shot"] = "ring"
-    max_message: PositiveSize = 262144
-    min_messages: PositiveInt = 1
+    max_message: Size = 262144
+    min_messages: MessagesPerChunk = 1
 
     @model_validator(mode="after")
     def _consistent(self) -> InferenceWorkload:
@@ -341,7 +363,7 @@ class RenumberTokensFault(_Strict):
 
     kind: Literal["renumber_tokens"]
     workload: str | None = None
-    stage: NonNegInt | Literal["emitter"]
+    stage: count(0, MAX_GPUS) | Literal["emitter"]
     field: Literal["token_id", "ts_logical"] = "token_id"
 
 

@@ -30,7 +30,7 @@ topology:
 
 CASES = [
     ("phy:\n  initial_preset: Q11  # <-\n", "phy.initial_preset", "unknown Tx preset 'Q11'"),
-    ("phy:\n  train_ctrl: 4  # <-\n", "phy.train_ctrl", "must be 0..3"),
+    ("phy:\n  train_ctrl: 4  # <-\n", "phy.train_ctrl", "expected at most 3, got 4"),
     (
         "links:\n  default:\n    channel:\n      loss_db: -1dB  # <-\n",
         "links.default.channel.loss_db",
