@@ -2,20 +2,21 @@
 
 Exit codes: 0 every clause passed or was n/a; 1 a clause failed; 2 bad input
 or usage; 3 an internal error (one line, plus the path of a log with the
-traceback).
+traceback); 130 interrupted (Ctrl-C: one line, no partial results).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -25,7 +26,11 @@ from rich.table import Table
 
 from sitssim.errors import InputError
 
+if TYPE_CHECKING:
+    from sitssim.results.outdir import ResultsFolder
+
 EXIT_OK, EXIT_CLAUSE_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 PROGRESS_AFTER_S = 1.0
 
 app = typer.Typer(
@@ -64,6 +69,10 @@ def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except typer.Exit:
             raise
+        except KeyboardInterrupt as exc:
+            # One line; typer would otherwise exit 130 silently (older versions: "Aborted!", 1).
+            err_console.print(f"[bold red]interrupted:[/] {escape(str(exc) or 'nothing written')}")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as exc:
             with tempfile.NamedTemporaryFile(
                 "w", prefix="sitssim-crash-", suffix=".log", delete=False
@@ -196,6 +205,22 @@ def _headline(metrics: dict) -> Table:
     return table
 
 
+@contextlib.contextmanager
+def _interruptible(folder: ResultsFolder) -> Iterator[ResultsFolder]:
+    """Hold ``folder`` for a command; on Ctrl-C, say what became of the results."""
+    try:
+        with folder:
+            yield folder
+    except KeyboardInterrupt:
+        if folder.committed:
+            note = f"results were written to {folder.out} before the interrupt"
+        elif folder.had_results:
+            note = f"no results written (the earlier results at {folder.out} are intact)"
+        else:
+            note = f"no results written to {folder.out}"
+        raise KeyboardInterrupt(note) from None
+
+
 ScenarioArg = Annotated[Path, typer.Argument(help="scenario YAML file", show_default=False)]
 
 
@@ -212,21 +237,24 @@ def run(
     figures: Annotated[bool, typer.Option(help="write PNG figures")] = True,
 ) -> int:
     """Simulate SCENARIO, print every clause's verdict and write results to --out."""
-    from sitssim.results.report import check_writable, write_results
+    from sitssim.results.outdir import ResultsFolder
+    from sitssim.results.report import write_outputs
     from sitssim.scenario import load_scenario
     from sitssim.simulation import simulate
 
     loaded = load_scenario(scenario)
     target = out if out is not None else Path("out") / loaded.name
-    check_writable(target)
-    progress = _LazyProgress()
-    start = time.perf_counter()
-    try:
-        result = simulate(loaded, seed=seed, progress=progress)
-    finally:
-        progress.close()
-    wall = time.perf_counter() - start
-    write_results(result, target, wall, figures=figures)
+    # The folder is checked and locked before simulating: no result is computed to be lost.
+    with _interruptible(ResultsFolder(target, scenario)) as folder:
+        progress = _LazyProgress()
+        start = time.perf_counter()
+        try:
+            result = simulate(loaded, seed=seed, progress=progress)
+        finally:
+            progress.close()
+        wall = time.perf_counter() - start
+        write_outputs(result, folder.stage(), wall, figures=figures)
+        folder.commit()
     console.print(_clause_table(result.verdicts))
     for v in result.failed:
         console.print(f"[bold red]FAIL[/] {v.id}: {v.detail}")
@@ -243,29 +271,11 @@ def run(
 @app.command()
 @_guarded
 def validate(scenario: ScenarioArg) -> int:
-    """Check SCENARIO's schema, topology and references without simulating."""
-    from sitssim.fabric.clock_sync import check_clock_references
-    from sitssim.fabric.topology import build_fabric
-    from sitssim.phy.links import check_phy_references
+    """Check SCENARIO as ``run`` would before simulating (schema, references, resources)."""
+    from sitssim.preflight import preflight
     from sitssim.scenario import load_scenario
-    from sitssim.workloads.collectives import check_collective_workloads
-    from sitssim.workloads.inference import check_inference_workloads
-    from sitssim.workloads.requests import check_transaction_workloads
-    from sitssim.workloads.synthetic import build_schedule
 
-    loaded = load_scenario(scenario)
-    fabric = build_fabric(loaded)
-    check_collective_workloads(loaded, fabric)
-    check_inference_workloads(loaded, fabric)
-    check_transaction_workloads(loaded, fabric)
-    check_clock_references(loaded, fabric)
-    check_phy_references(loaded, fabric)
-    build_schedule(loaded, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
-    console.print(
-        f"{scenario}: valid ({fabric.kind}, {len(fabric.gpus)} GPUs, "
-        f"{len(fabric.switches)} switches, {len(fabric.channels) // 2} links, "
-        f"{len(loaded.workloads)} workloads)"
-    )
+    console.print(f"{scenario}: {preflight(load_scenario(scenario)).summary()}")
     return EXIT_OK
 
 
@@ -345,7 +355,7 @@ def study_ber_latency(
     ] = None,
 ) -> int:
     """Latency percentiles (with confidence intervals) against every flit link's pre-FEC BER."""
-    from sitssim.results.report import check_writable
+    from sitssim.results.outdir import ResultsFolder
     from sitssim.scenario import load_scenario
     from sitssim.studies.ber_latency import ber_latency_sweep, plot_sweep
     from sitssim.units import UnitError, parse_time_ns
@@ -361,11 +371,12 @@ def study_ber_latency(
         raise InputError("every BER must lie in (0, 1]", field="--ber")
     loaded = load_scenario(scenario)
     target = out if out is not None else Path("out") / f"{loaded.name}-ber"
-    check_writable(target)
-    table = ber_latency_sweep(loaded, bers, min_replays=min_replays, max_duration_ns=cap)
-    target.mkdir(parents=True, exist_ok=True)
-    table.to_csv(target / "ber_latency.csv", index=False)
-    plot_sweep(table, target / "ber_latency.png", f"{loaded.name}: latency vs pre-FEC BER")
+    with _interruptible(ResultsFolder(target, scenario)) as folder:
+        table = ber_latency_sweep(loaded, bers, min_replays=min_replays, max_duration_ns=cap)
+        staging = folder.stage()
+        table.to_csv(staging / "ber_latency.csv", index=False)
+        plot_sweep(table, staging / "ber_latency.png", f"{loaded.name}: latency vs pre-FEC BER")
+        folder.commit()
     view = Table(title="Data-message latency vs pre-FEC BER (ns, 95 % CI)", title_justify="left")
     for column in ("BER", "run (µs)", "replays exp/seen", "p50", "p99", "p99.9", "note"):
         view.add_column(column, justify="right")
@@ -388,4 +399,5 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        sys.exit(130)
+        # Only reached before a command starts (commands report their own interrupts).
+        sys.exit(EXIT_INTERRUPTED)

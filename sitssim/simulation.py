@@ -18,12 +18,13 @@ import sitssim.spec.token_clauses  # noqa: F401  (registers the L5 token judges)
 from sitssim.fabric.clock_sync import attach_clocks
 from sitssim.fabric.oracles import ThroughputBound, throughput_bound, zero_load_latency_ns
 from sitssim.fabric.routing import Router
-from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
 from sitssim.link.cdc_stage import cdc_tables
 from sitssim.link.credit_stage import build_credit_stage
 from sitssim.link.flit_stage import build_flit_stage
 from sitssim.phy.stage import run_phy
+from sitssim.preflight import preflight
 from sitssim.scenario import ProbeWorkload, Scenario
 from sitssim.spec.registry import RunContext, Verdict, judge_all
 from sitssim.workloads.collectives import (
@@ -231,7 +232,7 @@ def simulate(
     """Simulate a scenario and judge every clause. ``seed`` overrides the scenario's."""
     if seed is not None and seed != scenario.seed:
         scenario = scenario.updated(seed=seed)
-    fabric = build_fabric(scenario)
+    fabric = preflight(scenario).fabric
     phy = run_phy(scenario, fabric)
     cdc = cdc_tables(scenario, fabric)
     nodes = sorted(fabric.graph)

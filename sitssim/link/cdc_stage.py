@@ -175,6 +175,30 @@ def _faulty_receivers(scenario: Scenario, fabric: Fabric) -> dict[tuple[str, str
     return faulty
 
 
+def _words_per_cycle(rate_gts: float, write_clock_hz: float) -> float:
+    return rate_gts * 1e9 / (BITS_PER_LANE_PER_CYCLE * write_clock_hz)
+
+
+def _check_write_clock(scenario: Scenario, fabric: Fabric) -> None:
+    """A lane faster than the FIFO's write clock carries has no FIFO design to evaluate."""
+    profile = scenario.link_layer.cdc
+    for channel in fabric.channels:
+        if _words_per_cycle(channel.rate_gts, profile.write_clock) > 1 + 1e-9:
+            raise scenario.error(
+                ("links", channel.profile, "rate"),
+                f"{channel.rate_gts:g} GT/s is more than the CDC FIFO's write clock carries "
+                f"({BITS_PER_LANE_PER_CYCLE} bits per lane per cycle at "
+                f"{profile.write_clock / 1e9:g} GHz); raise link_layer.cdc.write_clock",
+            )
+
+
+def check_cdc(scenario: Scenario, fabric: Fabric) -> None:
+    """Everything ``cdc_tables`` would reject (faults, link rates), without evaluating."""
+    _faulty_receivers(scenario, fabric)
+    if scenario.link_layer.cdc.enabled:
+        _check_write_clock(scenario, fabric)
+
+
 def cdc_tables(scenario: Scenario, fabric: Fabric) -> dict[str, pd.DataFrame]:
     """Evaluate every channel's CDC FIFO; the ``cdc`` and ``fifo`` tables (none unless
     the scenario has a ``link_layer.cdc`` block)."""
@@ -191,17 +215,11 @@ def cdc_tables(scenario: Scenario, fabric: Fabric) -> dict[str, pd.DataFrame]:
         sync_divider=profile.divider(),
         pipeline=profile.writer_pipeline,
     )
+    _check_write_clock(scenario, fabric)
     rows: list[dict[str, object]] = []
     traces: list[tuple[int, dict[str, np.ndarray], float]] = []
     for channel in fabric.channels:
-        words = channel.rate_gts * 1e9 / (BITS_PER_LANE_PER_CYCLE * profile.write_clock)
-        if words > 1 + 1e-9:
-            raise scenario.error(
-                ("links", channel.profile, "rate"),
-                f"{channel.rate_gts:g} GT/s is more than the CDC FIFO's write clock carries "
-                f"({BITS_PER_LANE_PER_CYCLE} bits per lane per cycle at "
-                f"{profile.write_clock / 1e9:g} GHz); raise link_layer.cdc.write_clock",
-            )
+        words = _words_per_cycle(channel.rate_gts, profile.write_clock)
         design = with_faults(base, faulty.get((channel.src, channel.dst)))
         depth = profile.fifo_depth
         if depth == "auto":

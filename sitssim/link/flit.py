@@ -10,9 +10,17 @@ corrects one byte (symbol) error. The layout is data (:class:`FlitLayout`); ever
 payload efficiency included, is derived from it.
 
 Bytes are striped across the lanes (byte ``b`` travels on lane ``b mod lanes``), so bytes
-that follow one another *on a lane* are ``lanes`` apart in the flit, and because no link
-width is a multiple of three they fall into different ECC groups: a burst up to three
-lane-bytes long is still corrected. Errors on different lanes are independent.
+that follow one another *on a lane* are ``lanes`` apart in the flit. On the PCIe widths (x1,
+x2, x4, x8, x16), none a multiple of three, they fall into different ECC groups: a burst up
+to three lane-bytes long is still corrected. A width that does not divide 256 (an NVLink-style
+x3 or x5) stripes the flit unevenly: lane ``l`` carries the bytes ``l, l + lanes, ...``, so
+some lanes carry one byte more, and the next flit continues on the lane after the last byte
+(no padding), so the link still moves ``lanes`` bytes per byte time. That offset only changes
+which (independent, identical) lane carries which byte subset, so every flit has the rate
+computed for the first. On a width that is a
+multiple of three every byte of a lane lands in one ECC group, so a two-byte burst on a lane
+is uncorrectable: the model computes that weaker protection, it does not refuse the width.
+Errors on different lanes are independent.
 
 Error model (:class:`BurstModel`). ``ber`` counts error *events*, as PCIe 6.x counts its
 first-bit error rate (FBER): a PAM4 symbol (2 bits) starts a new event with probability
@@ -139,8 +147,8 @@ class BurstModel:
 
     ``p_propagate``: probability that an errored symbol's error carries into the lane's next
     symbol (decision-feedback error propagation); burst lengths are geometric in symbols.
-    ``lanes``: link width; the flit size must be a multiple of it. ``bits_per_symbol``: 2 for
-    PAM4.
+    ``lanes``: link width (any width; one that does not divide the flit stripes it unevenly,
+    see the module docstring). ``bits_per_symbol``: 2 for PAM4.
     """
 
     p_propagate: float = 0.5
@@ -258,10 +266,6 @@ def flit_error_rates(
     ber_arr = np.asarray(ber, dtype=np.float64)
     if np.any(np.isnan(ber_arr)) or np.any(ber_arr < 0.0) or np.any(ber_arr >= 1.0):
         raise ValueError("ber must be in [0, 1)")
-    if layout.total_bytes % burst.lanes:
-        raise ValueError(
-            f"a {layout.total_bytes}-byte flit does not stripe evenly over {burst.lanes} lanes"
-        )
     flat = ber_arr.reshape(-1)
     # Per symbol: no error event starts in any of its bits (keep_ok) / one does (q).
     log_keep = burst.bits_per_symbol * np.log1p(-flat)

@@ -53,6 +53,25 @@ class FlitStage:
         }
 
 
+def replay_probabilities(scenario: Scenario, fabric: Fabric) -> dict[int, float]:
+    """Per-flit replay probability of every modelled flit channel, by channel id (none
+    unless ``pre_fec_ber`` is set); one FEC computation per distinct lane count."""
+    ber = scenario.link_layer.flit.pre_fec_ber or 0.0
+    if ber <= 0:
+        return {}
+    by_lanes: dict[int, float] = {}
+    out: dict[int, float] = {}
+    for ch in fabric.channels:
+        if ch.encoding != "flit256":
+            continue
+        if ch.lanes not in by_lanes:
+            propagate = scenario.link_layer.flit.burst_propagation
+            burst = BurstModel(p_propagate=propagate, lanes=ch.lanes)
+            by_lanes[ch.lanes] = float(flit_error_rates(ber, burst).p_replay)
+        out[ch.id] = by_lanes[ch.lanes]
+    return out
+
+
 def build_flit_stage(scenario: Scenario, fabric: Fabric, recover: Recover) -> FlitStage:
     """Flit-mode models for the ``flit256`` channels whose pre-FEC BER is above zero.
 
@@ -62,33 +81,28 @@ def build_flit_stage(scenario: Scenario, fabric: Fabric, recover: Recover) -> Fl
     profile = scenario.link_layer.flit
     log = ReplayLog()
     links: list[FlitLink | None] = [None] * len(fabric.channels)
-    ber = profile.pre_fec_ber or 0.0
-    if ber > 0:
-        for ch in fabric.channels:
-            if ch.encoding != "flit256":
-                continue
-            burst = BurstModel(p_propagate=profile.burst_propagation, lanes=ch.lanes)
-            p_replay = float(flit_error_rates(ber, burst).p_replay)
-            flit_ns = flit_time_ns(lanes=ch.lanes * ch.links, gt_per_s=ch.rate_gts)
-            replay = ReplayProfile(
-                max_unacknowledged_flits=profile.max_unacknowledged_flits,
-                replay_timeout_flits=profile.replay_timeout_flits,
-                flit_time_ns=flit_ns,
-                replay_num_bits=profile.replay_num_bits,
-                nak_policy=NakPolicy.STANDARD
-                if profile.nak_policy == "standard"
-                else NakPolicy.SELECTIVE,
-                selective_hold_flits=0 if profile.nak_policy == "standard" else 8,
-            )
-            links[ch.id] = FlitLink(
-                channel=ch.id,
-                flit_ns=flit_ns,
-                flight_ns=ch.propagation_ns,
-                p_replay=p_replay,
-                rng=component_rng(scenario.seed, "flit", ch.name),
-                profile=replay,
-                dllp_ns=profile.dllp_processing,
-                recover=recover,
-                log=log,
-            )
+    for ch_id, p_replay in replay_probabilities(scenario, fabric).items():
+        ch = fabric.channels[ch_id]
+        flit_ns = flit_time_ns(lanes=ch.lanes * ch.links, gt_per_s=ch.rate_gts)
+        replay = ReplayProfile(
+            max_unacknowledged_flits=profile.max_unacknowledged_flits,
+            replay_timeout_flits=profile.replay_timeout_flits,
+            flit_time_ns=flit_ns,
+            replay_num_bits=profile.replay_num_bits,
+            nak_policy=NakPolicy.STANDARD
+            if profile.nak_policy == "standard"
+            else NakPolicy.SELECTIVE,
+            selective_hold_flits=0 if profile.nak_policy == "standard" else 8,
+        )
+        links[ch.id] = FlitLink(
+            channel=ch.id,
+            flit_ns=flit_ns,
+            flight_ns=ch.propagation_ns,
+            p_replay=p_replay,
+            rng=component_rng(scenario.seed, "flit", ch.name),
+            profile=replay,
+            dllp_ns=profile.dllp_processing,
+            recover=recover,
+            log=log,
+        )
     return FlitStage(links=links, fabric=fabric, log=log)

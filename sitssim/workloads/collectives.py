@@ -57,7 +57,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from sitssim.units import UnitError, parse_size_bytes, parse_time_ns
+from sitssim.quantities import MAX_BYTES, MAX_ITEMS, Size, Time, count
+from sitssim.units import UnitError, parse_size_bytes
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
@@ -671,9 +672,11 @@ def ring_all_reduce_lower_bound_ns(fabric: Fabric, gpus: list[str], size: int) -
 
 # --- scenario schema -------------------------------------------------------------
 
-PositiveSize = Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)]
-NonNegDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+PositiveSize = Size
+NonNegDuration = Time
+# Messages per chunk: each is in flight as its own object; 65,536 splits even a 4 GiB
+# chunk into 64 KiB messages, finer than any transport cuts a collective.
+MessagesPerChunk = count(1, 2**16)
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 
 
@@ -689,7 +692,12 @@ def parse_bandwidth_bytes_per_ns(text: object) -> float:
     raise UnitError(f"expected a bandwidth like '3350GB/s' (a size unit per second), got {text!r}")
 
 
-Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth_bytes_per_ns), Field(gt=0)]
+# 1 MB/s to 1 PB/s (bytes per ns), around HBM's few TB/s: a reduction always finishes.
+Bandwidth = Annotated[
+    float,
+    BeforeValidator(parse_bandwidth_bytes_per_ns),
+    Field(ge=1e-3, le=1e6, allow_inf_nan=False),
+]
 
 
 def _located(loc: tuple, message: str) -> ValueError:
@@ -706,7 +714,8 @@ class SizeSweep(BaseModel):
 
     min: PositiveSize
     max: PositiveSize
-    factor: Annotated[int, Field(ge=2, strict=True)] = 2
+    # Above 2^40 (MAX_BYTES) a factor only ever yields 'min'.
+    factor: count(2, MAX_BYTES) = 2
 
     @model_validator(mode="after")
     def _ordered(self) -> SizeSweep:
@@ -735,11 +744,11 @@ class CollectiveWorkload(BaseModel):
     gpus: list[NodeName] | None = None
     sizes: list[PositiveSize] | None = None
     sweep: SizeSweep | None = None
-    repetitions: PositiveInt = 1
+    repetitions: count(1, MAX_ITEMS) = 1
     start: NonNegDuration = 0.0
     gap: NonNegDuration = 0.0
     max_message_bytes: PositiveSize = DEFAULT_MAX_MESSAGE_BYTES
-    min_messages: PositiveInt = 1
+    min_messages: MessagesPerChunk = 1
     reduction_bandwidth: Bandwidth | None = None
     tenant: NodeName | None = None
 

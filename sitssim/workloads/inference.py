@@ -986,17 +986,23 @@ def start_inference_workloads(
     return drivers
 
 
-def check_inference_workloads(scenario: Scenario, fabric: Fabric) -> None:
-    """Everything the drivers would reject (GPUs, traces, faults), without simulating."""
+def inference_drivers(scenario: Scenario, fabric: Fabric) -> dict[int, InferenceDriver]:
+    """The drivers, by workload index, on a transport that never runs: what the checks and
+    the resource estimate read (requests, model, stages) without simulating."""
     token_faults = (RenumberTokensFault, PacingIgnoresHintFault)
     if not any(isinstance(wl, InferenceWorkload) for wl in scenario.workloads) and not any(
         isinstance(f, token_faults) for f in scenario.faults
     ):
-        return
+        return {}
     nodes = sorted(fabric.graph)
     empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
     transport = Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty, {})
-    build_inference_workloads(scenario, fabric, transport)
+    return {d.index: d for d in build_inference_workloads(scenario, fabric, transport)}
+
+
+def check_inference_workloads(scenario: Scenario, fabric: Fabric) -> None:
+    """Everything the drivers would reject (GPUs, traces, faults), without simulating."""
+    inference_drivers(scenario, fabric)
 
 
 def inference_tables(drivers: list[InferenceDriver]) -> dict[str, pd.DataFrame]:

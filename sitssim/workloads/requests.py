@@ -45,21 +45,19 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp, TxnClass
-from sitssim.units import parse_size_bytes, parse_time_ns
+from sitssim.quantities import Fraction, Interval, PositiveTime, Size, Time, count
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
     from sitssim.scenario import Scenario
 
-PositiveSize = Annotated[int, BeforeValidator(parse_size_bytes), Field(gt=0)]
-NonNegDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(ge=0)]
-PositiveDuration = Annotated[float, BeforeValidator(parse_time_ns), Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
-Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+# PCIe requester IDs (bus/device/function) and read tags are 16-bit name spaces at most.
+RequesterIds = count(1, 2**16)
+ReorderTags = count(1, 2**16)
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 
 
@@ -79,20 +77,20 @@ class TransactionWorkload(BaseModel):
     name: str | None = None
     requester: NodeName | None = None
     targets: list[NodeName] | None = None
-    interval: PositiveDuration = Field(description="mean time between transactions per target")
+    interval: Interval = Field(description="mean time between transactions per target")
     read_fraction: Fraction = 0.5
-    request_bytes: PositiveSize = 32
-    write_bytes: PositiveSize = 256
-    completion_bytes: PositiveSize = 256
-    turnaround: NonNegDuration = 0.0
+    request_bytes: Size = 32
+    write_bytes: Size = 256
+    completion_bytes: Size = 256
+    turnaround: Time = 0.0
     relaxed_ordering: Fraction = 0.0
     id_based_ordering: Fraction = 0.0
-    requester_ids: PositiveInt = 1
-    rob_depth: PositiveInt = 32
+    requester_ids: RequesterIds = 1
+    rob_depth: ReorderTags = 32
     atc_hit_ratio: Fraction = 1.0
-    atc_miss_latency: NonNegDuration | None = None
-    start: NonNegDuration = 0.0
-    stop: PositiveDuration | None = None
+    atc_miss_latency: Time | None = None
+    start: Time = 0.0
+    stop: PositiveTime | None = None
     tenant: NodeName | None = None
 
     @model_validator(mode="after")

@@ -108,7 +108,7 @@ def _rotate_left(i: np.ndarray, by: int, bits: int) -> np.ndarray:
     return ((i << by) | (i >> (bits - by))) & mask
 
 
-def _fixed_destinations(pattern: str, n: int, rng: np.random.Generator) -> np.ndarray:
+def fixed_destinations(pattern: str, n: int, rng: np.random.Generator) -> np.ndarray:
     i = np.arange(n)
     if pattern == "tornado":
         return (i + max(1, -(-n // 2) - 1)) % n
@@ -143,10 +143,11 @@ def injection_bytes_per_ns(fabric: Fabric, node: str) -> float:
     return sum(c.bytes_per_ns for c in fabric.channels if c.src == node)
 
 
-def _synthetic(
-    i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
-) -> list[tuple]:
-    rng = component_rng(scenario.seed, "workload", wl.name or f"#{i}")
+def synthetic_endpoints(
+    i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric
+) -> tuple[list[int], int | None, int]:
+    """Source GPU indices, the pair's destination and the hotspot, checked against the
+    fabric (``InputError`` if the pattern or a node does not fit it)."""
     n = len(fabric.gpus)
     loc = ("workloads", i)
     if wl.pattern in ("bit_complement", "transpose", "shuffle") and not _is_pow2(n):
@@ -155,6 +156,7 @@ def _synthetic(
         )
     if wl.pattern != "pair" and n < 2:
         raise scenario.error((*loc, "pattern"), "a traffic pattern needs at least two GPUs")
+    pair_dst = None
     if wl.pattern == "pair":
         sources = [_gpu_index(scenario, fabric, (*loc, "src"), wl.src)]
         pair_dst = _gpu_index(scenario, fabric, (*loc, "dst"), wl.dst)
@@ -167,9 +169,18 @@ def _synthetic(
     hotspot = 0
     if wl.hotspot is not None:
         hotspot = _gpu_index(scenario, fabric, (*loc, "hotspot"), wl.hotspot)
+    return sources, pair_dst, hotspot
+
+
+def _synthetic(
+    i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
+) -> list[tuple]:
+    rng = component_rng(scenario.seed, "workload", wl.name or f"#{i}")
+    n = len(fabric.gpus)
+    sources, pair_dst, hotspot = synthetic_endpoints(i, wl, scenario, fabric)
     fixed = None
     if wl.pattern not in ("pair", "uniform_random", "hotspot"):
-        fixed = _fixed_destinations(wl.pattern, n, rng)
+        fixed = fixed_destinations(wl.pattern, n, rng)
     stop = wl.stop if wl.stop is not None else scenario.duration
     tenant = [t.name for t in scenario.tenants].index(wl.tenant or scenario.tenants[0].name)
     out = []
@@ -201,9 +212,10 @@ def default_requester(fabric: Fabric) -> str:
     return fabric.root if fabric.root is not None else fabric.gpus[0]
 
 
-def _probes(
-    i: int, wl: ProbeWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
-) -> list[tuple]:
+def probe_endpoints(
+    i: int, wl: ProbeWorkload, scenario: Scenario, fabric: Fabric
+) -> tuple[str, list[str]]:
+    """The requester and its targets, checked against the fabric."""
     loc = ("workloads", i)
     requester = wl.requester or default_requester(fabric)
     if requester not in fabric.graph:
@@ -221,6 +233,13 @@ def _probes(
         ]
         if requester in targets:
             raise scenario.error((*loc, "targets"), "a requester cannot probe itself")
+    return requester, targets
+
+
+def _probes(
+    i: int, wl: ProbeWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
+) -> list[tuple]:
+    requester, targets = probe_endpoints(i, wl, scenario, fabric)
     tenant = [t.name for t in scenario.tenants].index(wl.tenant or scenario.tenants[0].name)
     out = []
     for j, target in enumerate(targets):
@@ -239,6 +258,16 @@ def _probes(
             )
         )
     return out
+
+
+def check_schedule_workloads(scenario: Scenario, fabric: Fabric) -> None:
+    """Everything ``build_schedule`` would reject, without drawing a single arrival (a
+    long run's schedule is its biggest allocation, so the check must not build it)."""
+    for i, wl in enumerate(scenario.workloads):
+        if isinstance(wl, SyntheticWorkload):
+            synthetic_endpoints(i, wl, scenario, fabric)
+        elif isinstance(wl, ProbeWorkload):
+            probe_endpoints(i, wl, scenario, fabric)
 
 
 def build_schedule(scenario: Scenario, fabric: Fabric, node_id: dict[str, int]) -> Schedule:

@@ -145,11 +145,17 @@ def test_invalid_inputs_are_refused() -> None:
     with pytest.raises(ValueError):
         flit_error_rates(-1e-6)
     with pytest.raises(ValueError):
-        flit_error_rates(1e-6, BurstModel(lanes=3))
-    with pytest.raises(ValueError):
         BurstModel(p_propagate=1.0)
     with pytest.raises(ValueError):
         FlitLayout(ecc_bytes=7)
+
+
+def test_a_width_that_splits_the_flit_unevenly_is_modelled_not_refused() -> None:
+    # x5 keeps consecutive lane bytes in different ECC groups: about the x4 rate. x3 puts
+    # all of a lane's bytes in one group, so a two-byte burst defeats the FEC.
+    x4, x5, x3 = (float(flit_error_rates(1e-6, BurstModel(lanes=n)).p_replay) for n in (4, 5, 3))
+    assert x5 == pytest.approx(x4, rel=0.05)
+    assert x3 > 50 * x4
 
 
 def test_draw_failed_flits_is_seeded_sorted_and_distinct() -> None:

@@ -1,0 +1,353 @@
+"""What a run will cost, from the validated scenario and the built fabric, before it starts.
+
+A run that cannot fit the machine must be refused before it allocates anything, and the
+refusal must come from ``validate`` too, so the estimate is arithmetic over the scenario:
+rates times durations, sizes over message caps, GPU counts. It never draws an arrival or
+walks a message; its cost is one breadth-first search of the fabric plus a loop over the
+workloads (``tests/test_estimate.py`` counts that it never calls into the schedule builder).
+
+Messages come from one estimator per workload kind (``ESTIMATORS``; a new kind is one
+function and one registry line), plus the clock stage's sync exchanges and fences.
+
+Memory model (RSS peak of ``sitssim run SCENARIO --out DIR --no-figures``)::
+
+    bytes = BASE_BYTES + messages * (MESSAGE_BYTES + HOP_BYTES * mean_hops)
+            + links * LINK_BYTES + replay_rows * REPLAY_ROW_BYTES
+
+How the constants were measured (``benchmarks/bench_memory_estimate.py`` reruns it): peak RSS
+from ``/usr/bin/time -f %M`` (``ru_maxrss`` of the child) on Linux x86-64, CPython 3.11,
+numpy 2 / pandas 2 / pyarrow. Importing sitssim's run path alone holds 187 MB; every shipped
+scenario peaks at 238-308 MB. Runs of one scenario at two sizes give the slope per message:
+fat_tree_8gpu at 200 µs and 2 ms (30 k and 298 k messages, 268 and 414 MB), tso_loaded at
+200 µs and 1 ms (48 k and 240 k, 288 and 359 MB), hgx_h100 with 1 and 3 repetitions (151 k
+and 453 k, 308 and 392 MB): 545, 370 and 278 bytes a message at about 3.5, 3.5 and 2 hops,
+fitted as 200 + 80 per hop (rounded up: the data-heavier nvswitch_8gpu at 1 ms and
+direct_rc_host_io at 500 µs, 158 k and 155 k messages, peak at 356 and 392 MB). The
+intercepts, 250-270 MB, fix BASE_BYTES. A 64-GPU three-level fat tree (97 links, 7 k
+messages) peaks at 311 MB against 255 MB for the 17-link tree at the same traffic, so a link
+(PHY training traces, link-state rows, CDC evaluation, VCD) costs LINK_BYTES = 0.7 MB. A
+replayed flit session logs one row per Nak or timeout (charged like a small message).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from sitssim.errors import InputError
+from sitssim.fabric.topology import Fabric
+from sitssim.link.flit_stage import replay_probabilities
+from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
+from sitssim.workloads.collectives import CollectiveWorkload, binary_tree, chunk_sizes
+from sitssim.workloads.inference_config import InferenceWorkload
+from sitssim.workloads.requests import TransactionWorkload
+from sitssim.workloads.synthetic import (
+    fixed_destinations,
+    injection_bytes_per_ns,
+    probe_endpoints,
+    synthetic_endpoints,
+)
+
+BASE_BYTES = 250e6
+MESSAGE_BYTES = 200.0
+HOP_BYTES = 80.0
+LINK_BYTES = 0.7e6
+REPLAY_ROW_BYTES = 200.0
+MEMORY_ENV = "SITSSIM_MEMORY_LIMIT"
+# A fence or a sync exchange is a request and its answer.
+CLOCK_MESSAGES_PER_EXCHANGE = 2
+
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+_UNITS.update({"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40})
+
+
+@dataclass
+class WorkloadEstimate:
+    """Messages one workload injects, and the scenario field that scales them."""
+
+    messages: float
+    field: tuple
+
+
+@dataclass
+class Estimate:
+    """Size of a run: what the summary line prints and what the memory check compares."""
+
+    nodes: int
+    links: int
+    mean_hops: float
+    workloads: list[WorkloadEstimate] = field(default_factory=list)
+    clock_messages: float = 0.0
+    replay_rows: float = 0.0
+
+    @property
+    def messages(self) -> float:
+        return sum(w.messages for w in self.workloads) + self.clock_messages
+
+    @property
+    def hop_events(self) -> float:
+        return self.messages * self.mean_hops
+
+    @property
+    def memory_bytes(self) -> float:
+        per_message = MESSAGE_BYTES + HOP_BYTES * self.mean_hops
+        return (
+            BASE_BYTES
+            + self.messages * per_message
+            + self.links * LINK_BYTES
+            + self.replay_rows * REPLAY_ROW_BYTES
+        )
+
+    def driver(self) -> tuple[tuple, str]:
+        """The field that drives the estimate most, and the advice that shrinks it."""
+        per_message = MESSAGE_BYTES + HOP_BYTES * self.mean_hops
+        replay = self.replay_rows * REPLAY_ROW_BYTES
+        biggest = max(self.workloads, key=lambda w: w.messages, default=None)
+        if biggest is not None and biggest.messages * per_message >= replay:
+            if biggest.field[-1] == "duration":
+                return biggest.field, "shorten 'duration' or use fewer GPUs"
+            name = ".".join(map(str, biggest.field[-1:]))
+            return biggest.field, f"lower '{name}' or use fewer GPUs"
+        if replay > 0:
+            return ("link_layer", "flit", "pre_fec_ber"), "lower 'link_layer.flit.pre_fec_ber'"
+        return ("duration",), "shorten 'duration' or use fewer GPUs"
+
+    def summary(self) -> str:
+        return f"~{_si(self.messages)} messages, ~{_bytes(self.memory_bytes)}"
+
+
+def _si(n: float) -> str:
+    if not math.isfinite(n):
+        return "inf"
+    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{suffix}"
+    return f"{n:.0f}"
+
+
+def _bytes(n: float) -> str:
+    if not math.isfinite(n):
+        return "inf B"
+    for div, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if n >= div:
+            return f"{n / div:.3g} {suffix}"
+    return f"{n:.0f} B"
+
+
+# --- per-workload estimators ----------------------------------------------------------
+
+
+def _synthetic(
+    scenario: Scenario, fabric: Fabric, i: int, wl: SyntheticWorkload
+) -> WorkloadEstimate:
+    sources, _, _ = synthetic_endpoints(i, wl, scenario, fabric)
+    n = len(fabric.gpus)
+    if wl.pattern in ("transpose", "shuffle", "tornado", "bit_complement"):
+        fixed = fixed_destinations(wl.pattern, n, None)
+        sources = [s for s in sources if fixed[s] != s]
+    stop = wl.stop if wl.stop is not None else scenario.duration
+    span = max(0.0, stop - wl.start)
+    total = 0.0
+    for s in sources:
+        if wl.load is not None:
+            rate = wl.load * injection_bytes_per_ns(fabric, fabric.gpus[s]) / wl.message_bytes
+        else:
+            rate = 1.0 / wl.interval
+        total += span * rate
+    return WorkloadEstimate(total, ("duration",))
+
+
+def _probes(scenario: Scenario, fabric: Fabric, i: int, wl: ProbeWorkload) -> WorkloadEstimate:
+    _, targets = probe_endpoints(i, wl, scenario, fabric)
+    span = max(0.0, scenario.duration - wl.start)
+    return WorkloadEstimate(2.0 * len(targets) * span / wl.interval, ("duration",))
+
+
+def _messages_per_send(nbytes: int, max_message: int, min_messages: int) -> int:
+    """As the collective driver splits one chunk send (``_Collective._pieces``)."""
+    return max(1, -(-nbytes // max_message), min(min_messages, nbytes))
+
+
+def collective_messages(
+    operation: str, algorithm: str, n: int, size: int, max_message: int, min_messages: int
+) -> float:
+    """Messages of one collective of ``size`` bytes over ``n`` ranks."""
+    if n < 2:
+        return 0.0
+    chunk = max(1, size // n)
+    per_chunk = _messages_per_send(chunk, max_message, min_messages)
+    if algorithm == "one_shot":
+        return n * (n - 1) * _messages_per_send(size, max_message, min_messages)
+    if algorithm == "tree":
+        edges = sum(1 for p in binary_tree(n) if p >= 0)
+        halves = ((size + 1) // 2, size // 2)
+        segments = sum(
+            len(chunk_sizes(h, _messages_per_send(h, max_message, min_messages)))
+            for h in halves
+            if h
+        )
+        return 2.0 * edges * segments
+    if operation == "all_reduce":
+        return 2.0 * n * (n - 1) * per_chunk
+    return 1.0 * n * (n - 1) * per_chunk
+
+
+def _collective(
+    scenario: Scenario, fabric: Fabric, i: int, wl: CollectiveWorkload
+) -> WorkloadEstimate:
+    """Collectives run to completion whatever the duration: their sizes, repetitions and
+    message split decide the count."""
+    n = len(wl.gpus) if wl.gpus is not None else len(fabric.gpus)
+    sizes = wl.sizes if wl.sizes is not None else wl.sweep.sizes()
+    one_pass = sum(
+        collective_messages(wl.operation, wl.algorithm, n, s, wl.max_message_bytes, wl.min_messages)
+        for s in sizes
+    )
+    key = "sizes" if wl.sizes is not None else "sweep"
+    if wl.min_messages > 1:
+        key = "min_messages"
+    return WorkloadEstimate(one_pass * wl.repetitions, ("workloads", i, key))
+
+
+def _transactions(
+    scenario: Scenario, fabric: Fabric, i: int, wl: TransactionWorkload
+) -> WorkloadEstimate:
+    targets = len(wl.targets) if wl.targets is not None else max(1, len(fabric.gpus) - 1)
+    stop = wl.stop if wl.stop is not None else scenario.duration
+    span = max(0.0, stop - wl.start)
+    # A write is posted; a read adds its completion.
+    messages = targets * span / wl.interval * (1.0 + wl.read_fraction)
+    return WorkloadEstimate(messages, ("duration",))
+
+
+def _inference(
+    scenario: Scenario, fabric: Fabric, i: int, wl: InferenceWorkload
+) -> WorkloadEstimate:
+    """Steps (one prefill and one per generated token, per request: batching only merges
+    them) times each step's tensor-parallel all-reduces and pipeline sends."""
+    from sitssim.workloads.inference import inference_drivers
+
+    driver = inference_drivers(scenario, fabric)[i]
+    model = driver.model
+    tp = len(driver.stages[0])
+    pp = len(driver.stages)
+    messages = 0.0
+    for req in driver.requests:
+        for tokens in (req.prompt, *([1] * req.target)):
+            activation = tokens * model.hidden * 2
+            reduce = (
+                2
+                * model.n_layers
+                * collective_messages(
+                    "all_reduce", "ring", tp, activation, wl.max_message, wl.min_messages
+                )
+            )
+            sends = (pp - 1) * tp * max(1, -(-activation // wl.max_message))
+            messages += reduce + sends
+    return WorkloadEstimate(messages, ("workloads", i, "requests"))
+
+
+Estimator = Callable[[Scenario, Fabric, int, Any], WorkloadEstimate]
+ESTIMATORS: dict[type, Estimator] = {
+    SyntheticWorkload: _synthetic,
+    ProbeWorkload: _probes,
+    TransactionWorkload: _transactions,
+    CollectiveWorkload: _collective,
+    InferenceWorkload: _inference,
+}
+
+
+def _mean_hops(fabric: Fabric) -> float:
+    """Mean hop count from the first GPU to the others: one BFS, linear in the fabric."""
+    if len(fabric.gpus) < 2:
+        return 1.0
+    dist = nx.single_source_shortest_path_length(fabric.graph, fabric.gpus[0])
+    hops = [dist[g] for g in fabric.gpus[1:] if g in dist]
+    return sum(hops) / len(hops) if hops else 1.0
+
+
+def _clock_messages(scenario: Scenario, fabric: Fabric) -> float:
+    clocks = scenario.clocks
+    if not clocks.enabled:
+        return 0.0
+    total = 0.0
+    if clocks.sync:
+        total += fabric.graph.number_of_edges() * scenario.duration / clocks.sync_interval
+    total += len(fabric.gpus) * scenario.duration / clocks.fence_interval
+    return CLOCK_MESSAGES_PER_EXCHANGE * total
+
+
+def _flits(n_bytes: float) -> float:
+    return math.ceil(n_bytes / 236.0)
+
+
+def estimate(scenario: Scenario, fabric: Fabric) -> Estimate:
+    """The run's size: nodes, links, messages per workload, replay rows and memory."""
+    est = Estimate(
+        nodes=fabric.graph.number_of_nodes(),
+        links=len(fabric.channels) // 2,
+        mean_hops=_mean_hops(fabric),
+    )
+    for i, wl in enumerate(scenario.workloads):
+        est.workloads.append(ESTIMATORS[type(wl)](scenario, fabric, i, wl))
+    est.clock_messages = _clock_messages(scenario, fabric)
+    p = max(replay_probabilities(scenario, fabric).values(), default=0.0)
+    if p > 0:
+        # Each flit fails geometrically often (p / (1 - p) times); each failure logs a row.
+        flits_per_message = _flits(_mean_message_bytes(scenario))
+        failures = math.inf if p >= 1.0 else p / (1.0 - p)
+        est.replay_rows = est.messages * est.mean_hops * flits_per_message * failures
+    return est
+
+
+def _mean_message_bytes(scenario: Scenario) -> float:
+    sizes = [
+        wl.message_bytes for wl in scenario.workloads if isinstance(wl, SyntheticWorkload)
+    ] or [4096.0]
+    return sum(sizes) / len(sizes)
+
+
+def parse_memory(text: str) -> float:
+    """``2GB``, ``512MiB`` or a plain byte count."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if match is None or match.group(2).upper() not in _UNITS:
+        raise InputError(f"expected a size like 2GB or 512MiB, got {text!r}", field=MEMORY_ENV)
+    return float(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+def available_memory() -> float:
+    """Bytes this run may use: ``SITSSIM_MEMORY_LIMIT``, else MemAvailable, else all RAM."""
+    limit = os.environ.get(MEMORY_ENV)
+    if limit:
+        return parse_memory(limit)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def check_fits(scenario: Scenario, est: Estimate) -> None:
+    """Refuse (``InputError`` at the field that drives it) a run the machine cannot hold."""
+    need = est.memory_bytes
+    have = available_memory()
+    if need <= have:
+        return
+    loc, advice = est.driver()
+    raise scenario.error(
+        loc,
+        f"this run needs about {_bytes(need)} ({_si(est.messages)} messages) but "
+        f"{_bytes(have)} are available; {advice}",
+    )
