@@ -38,7 +38,7 @@ from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import Scenario, SyntheticWorkload, load_scenario
-from sitssim.workloads.synthetic import Schedule, build_schedule, injection_bytes_per_ns
+from sitssim.workloads.synthetic import Schedule, build_schedule
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "fat_tree_8gpu.yaml"
 TARGET_VS_NAIVE = 3.0
@@ -67,7 +67,7 @@ def saturating_scenario(messages: int, load: float, seed: int) -> Scenario:
     )
     fabric = build_fabric(base)
     # Aggregate injection rate in messages per ns, to size the run by message count.
-    rate = sum(load * injection_bytes_per_ns(fabric, g) / message_bytes for g in fabric.gpus)
+    rate = sum(load * fabric.injection_bytes_per_ns[g] / message_bytes for g in fabric.gpus)
     workload = SyntheticWorkload(
         kind="synthetic",
         name="saturating",

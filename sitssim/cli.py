@@ -24,7 +24,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sitssim.errors import InputError
+from sitssim.errors import InputError, one_line
+from sitssim.quantities import MAX_SEED
 
 if TYPE_CHECKING:
     from sitssim.results.outdir import ResultsFolder
@@ -232,17 +233,20 @@ def run(
         Path | None, typer.Option("--out", help="output folder [default: out/<scenario name>]")
     ] = None,
     seed: Annotated[
-        int | None, typer.Option("--seed", min=0, help="override the scenario's seed")
+        int | None, typer.Option("--seed", min=0, max=MAX_SEED, help="override the scenario's seed")
     ] = None,
     figures: Annotated[bool, typer.Option(help="write PNG figures")] = True,
 ) -> int:
     """Simulate SCENARIO, print every clause's verdict and write results to --out."""
+    from sitssim.scenario import load_scenario
+
+    # Here and in every command: load first, then import the model, so bad input is
+    # refused without paying a second or more for pandas, scipy, networkx and SimPy.
+    loaded = load_scenario(scenario)
     from sitssim.results.outdir import ResultsFolder
     from sitssim.results.report import write_outputs
-    from sitssim.scenario import load_scenario
     from sitssim.simulation import simulate
 
-    loaded = load_scenario(scenario)
     target = out if out is not None else Path("out") / loaded.name
     # The folder is checked and locked before simulating: no result is computed to be lost.
     with _interruptible(ResultsFolder(target, scenario)) as folder:
@@ -272,10 +276,12 @@ def run(
 @_guarded
 def validate(scenario: ScenarioArg) -> int:
     """Check SCENARIO as ``run`` would before simulating (schema, references, resources)."""
-    from sitssim.preflight import preflight
     from sitssim.scenario import load_scenario
 
-    console.print(f"{scenario}: {preflight(load_scenario(scenario)).summary()}")
+    loaded = load_scenario(scenario)
+    from sitssim.preflight import preflight
+
+    console.print(f"{scenario}: {preflight(loaded).summary()}")
     return EXIT_OK
 
 
@@ -311,11 +317,13 @@ def diag_reset(
     ] = "all",
 ) -> int:
     """Reset the chosen links of SCENARIO and report each one's time to L0 (exit 1 if late)."""
-    from sitssim.phy.diag import parse_threshold, reset_links
     from sitssim.scenario import load_scenario
 
+    loaded = load_scenario(scenario)
+    from sitssim.phy.diag import parse_threshold, reset_links
+
     threshold_ns = parse_threshold(latency_threshold)
-    rows = reset_links(load_scenario(scenario), threshold_ns, links)
+    rows = reset_links(loaded, threshold_ns, links)
     table = Table(title=f"Reset to L0 (budget {latency_threshold})", title_justify="left")
     for column in ("link", "L0 entry (µs)", "EQ iterations", "presets tried", "result"):
         table.add_column(column, justify="left" if column in ("link", "result") else "right")
@@ -357,7 +365,6 @@ def study_ber_latency(
     """Latency percentiles (with confidence intervals) against every flit link's pre-FEC BER."""
     from sitssim.results.outdir import ResultsFolder
     from sitssim.scenario import load_scenario
-    from sitssim.studies.ber_latency import ber_latency_sweep, plot_sweep
     from sitssim.units import UnitError, parse_time_ns
 
     try:
@@ -370,6 +377,8 @@ def study_ber_latency(
     if not all(0 < b <= 1 for b in bers):
         raise InputError("every BER must lie in (0, 1]", field="--ber")
     loaded = load_scenario(scenario)
+    from sitssim.studies.ber_latency import ber_latency_sweep, plot_sweep
+
     target = out if out is not None else Path("out") / f"{loaded.name}-ber"
     with _interruptible(ResultsFolder(target, scenario)) as folder:
         table = ber_latency_sweep(loaded, bers, min_replays=min_replays, max_duration_ns=cap)
@@ -397,7 +406,16 @@ def study_ber_latency(
 
 def main() -> None:
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:
+        # A usage error (unknown option, --seed out of range): one line like every other
+        # exit 2, where typer would draw a multi-line panel. No message: help was shown.
+        if message := exc.format_message():
+            err_console.print(f"error: {escape(one_line(message, 240))} (sitssim --help for usage)")
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(EXIT_CLAUSE_FAILED)
     except KeyboardInterrupt:
         # Only reached before a command starts (commands report their own interrupts).
         sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

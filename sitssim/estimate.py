@@ -44,15 +44,15 @@ from sitssim.errors import InputError
 from sitssim.fabric.topology import Fabric
 from sitssim.link.flit_stage import replay_probabilities
 from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
-from sitssim.workloads.collectives import CollectiveWorkload, binary_tree, chunk_sizes
+from sitssim.workloads.collective_config import CollectiveWorkload
+from sitssim.workloads.collectives import binary_tree, chunk_sizes
 from sitssim.workloads.inference_config import InferenceWorkload
-from sitssim.workloads.requests import TransactionWorkload
 from sitssim.workloads.synthetic import (
     fixed_destinations,
-    injection_bytes_per_ns,
     probe_endpoints,
     synthetic_endpoints,
 )
+from sitssim.workloads.transaction_config import TransactionWorkload
 
 BASE_BYTES = 250e6
 MESSAGE_BYTES = 200.0
@@ -156,7 +156,7 @@ def _synthetic(
     total = 0.0
     for s in sources:
         if wl.load is not None:
-            rate = wl.load * injection_bytes_per_ns(fabric, fabric.gpus[s]) / wl.message_bytes
+            rate = wl.load * fabric.injection_bytes_per_ns[fabric.gpus[s]] / wl.message_bytes
         else:
             rate = 1.0 / wl.interval
         total += span * rate

@@ -73,7 +73,7 @@ from sitssim.quantities import (
     count,
     number,
 )
-from sitssim.workloads.collectives import CollectiveWorkload
+from sitssim.workloads.collective_config import CollectiveWorkload
 from sitssim.workloads.inference_config import (
     InferenceWorkload,
     PacingIgnoresHintFault,
@@ -81,8 +81,8 @@ from sitssim.workloads.inference_config import (
     SyntheticRequests,
     TraceRequests,
 )
-from sitssim.workloads.requests import TransactionWorkload
-from sitssim.yaml_bounds import load_yaml, read_regular_file
+from sitssim.workloads.transaction_config import TransactionWorkload
+from sitssim.yaml_bounds import load_yaml, read_scenario_bytes
 
 SCHEMA_VERSION = 1
 
@@ -754,7 +754,7 @@ def scenario_from_data(
 def load_scenario(path: str | Path) -> Scenario:
     """Read, check and validate a scenario file."""
     name = str(path)
-    raw = read_regular_file(name)
+    raw = read_scenario_bytes(name)
     data = load_yaml(raw, name)
     if data is None:
         raise InputError(

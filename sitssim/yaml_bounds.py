@@ -21,8 +21,6 @@ the collection it names would make that walk endless, so it is refused too.
 
 from __future__ import annotations
 
-import os
-import stat
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -42,6 +40,7 @@ from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import BaseResolver
 
 from sitssim.errors import InputError, one_line, shown
+from sitssim.files import read_regular_file
 
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -64,56 +63,14 @@ ALLOWED_TAGS = {None, "!"} | {
     YAML_TAG + name for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
 }
 
-_NOT_REGULAR = [
-    (stat.S_ISFIFO, "a named pipe"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-]
-
-
-def _not_regular(mode: int, name: str) -> InputError:
-    if stat.S_ISDIR(mode):
-        return InputError("is a directory, not a scenario file", file=name)
-    kind = next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
-    return InputError(f"is {kind}: scenarios are read from regular files only", file=name)
-
-
-def _too_large(name: str, size: str, limit: int) -> InputError:
-    return InputError(
-        f"{size} bytes is too large for a scenario (bound: {limit} bytes): "
-        "scenarios are a few kilobytes; is this the right file?",
-        file=name,
+def read_scenario_bytes(name: str) -> bytes:
+    """The scenario file's bytes: a regular file of at most ``MAX_FILE_BYTES``."""
+    return read_regular_file(
+        name,
+        MAX_FILE_BYTES,
+        "scenario",
+        ": scenarios are a few kilobytes; is this the right file?",
     )
-
-
-def read_regular_file(name: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes, or ``InputError``.
-
-    The mode is checked before opening (opening a device can have effects) and
-    again on the open descriptor, which ``O_NONBLOCK`` keeps from waiting on a
-    FIFO swapped in between. At most ``limit + 1`` bytes are read, whatever
-    the file claims its size is.
-    """
-    try:
-        info = os.stat(name)
-        if not stat.S_ISREG(info.st_mode):
-            raise _not_regular(info.st_mode, name)
-        if info.st_size > limit:
-            raise _too_large(name, str(info.st_size), limit)
-        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-        with open(os.open(name, flags), "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                raise _not_regular(mode, name)
-            raw = file.read(limit + 1)
-    except FileNotFoundError:
-        raise InputError("no such scenario file", file=name) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=name) from None
-    if len(raw) > limit:
-        raise _too_large(name, f"more than {limit}", limit)
-    return raw
 
 
 class _Bounds:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from sitssim.cli import app
+from sitssim.cli import app, main
 from sitssim.spec.registry import CLAUSES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,3 +213,24 @@ def test_internal_error_is_one_line_and_a_log(
     log = result.output.split("log: ")[1].split(")")[0].strip()
     assert "Traceback" in Path(log).read_text()
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["run", str(SCENARIOS / "fat_tree_8gpu.yaml"), "--seed", str(2**63)], "'--seed'"),
+        (["runn", "x.yaml"], "No such command 'runn'"),
+        (["run"], "Missing argument"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_exit_2(
+    argv: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["sitssim", *argv])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("error: ") and says in line

@@ -28,7 +28,7 @@ from sitssim.cli import app
 from sitssim.link.cdc_profile import parse_frequency_hz
 from sitssim.scenario import Scenario
 from sitssim.units import parse_length_m, parse_rate_gts, parse_size_bytes, parse_time_ns
-from sitssim.workloads.collectives import parse_bandwidth_bytes_per_ns
+from sitssim.workloads.collective_config import parse_bandwidth_bytes_per_ns
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sitssim.errors import InputError, shown
+from sitssim.files import read_regular_file
 from sitssim.scenario import load_scenario, scenario_from_data
 from sitssim.yaml_bounds import (
     MAX_DEPTH,
@@ -24,7 +25,6 @@ from sitssim.yaml_bounds import (
     MAX_NUMBER_CHARS,
     MAX_SCALAR_CHARS,
     load_yaml,
-    read_regular_file,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -327,9 +327,9 @@ def test_a_file_past_the_size_bound_is_refused(tmp_path: Path) -> None:
 def test_the_size_bound_is_inclusive(tmp_path: Path) -> None:
     path = tmp_path / "exact.yaml"
     path.write_bytes(b"x" * 10)
-    assert read_regular_file(str(path), limit=10) == b"x" * 10
+    assert read_regular_file(str(path), 10, "scenario") == b"x" * 10
     with pytest.raises(InputError, match="bound: 9 bytes"):
-        read_regular_file(str(path), limit=9)
+        read_regular_file(str(path), 9, "scenario")
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.stem}")

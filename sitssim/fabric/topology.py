@@ -12,6 +12,7 @@ for fat-tree switches, ``nvs<plane>`` for NVSwitch planes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -71,6 +72,15 @@ class Fabric:
 
     def node_kind(self, node: str) -> str:
         return self.graph.nodes[node]["kind"]
+
+    @functools.cached_property
+    def injection_bytes_per_ns(self) -> dict[str, float]:
+        """Bandwidth of every node's outgoing channels together, by node (one pass: a
+        synthetic load is a share of it, asked for once per source)."""
+        total: dict[str, float] = dict.fromkeys(self.graph, 0.0)
+        for c in self.channels:
+            total[c.src] += c.bytes_per_ns
+        return total
 
 
 def _flight_ns(profile: LinkProfile) -> float:

@@ -10,11 +10,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from sitssim.errors import shown
 from sitssim.link.cdc_fifo import CORNERS, MAX_DEPTH, closing_divider, flop_timing
 from sitssim.quantities import count
+from sitssim.units import NUMBER
 
 CornerName = Literal["SS/125C", "TT/25C", "FF/0C"]
-_FREQUENCY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE]([-+]?\d+))?\s*(Hz|kHz|MHz|GHz)\s*$")
+# ASCII (units.NUMBER): '٨GHz' must not be read as 8 GHz.
+_FREQUENCY = re.compile(rf"^\s*{NUMBER}\s*(Hz|kHz|MHz|GHz)\s*$", re.ASCII)
 _FREQUENCY_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
 DEVICE_NAME = r"^[A-Za-z_][A-Za-z0-9_.\-]*$"
 # The FIFO model steps every write-clock cycle of a read word, so the read word's width in
@@ -26,15 +29,17 @@ def parse_frequency_hz(text: object) -> float:
     """``'8GHz'`` -> 8e9."""
     names = ", ".join(_FREQUENCY_UNITS)
     if isinstance(text, bool) or not isinstance(text, str):
-        raise ValueError(f"expected a frequency with a unit, e.g. '250MHz' ({names}), got {text!r}")
+        raise ValueError(
+            f"expected a frequency with a unit, e.g. '250MHz' ({names}), got {shown(text)}"
+        )
     match = _FREQUENCY.match(text)
     if match is None:
-        raise ValueError(f"expected a frequency like '8GHz' ({names}), got {text!r}")
-    mantissa, exponent, unit = match.groups()
+        raise ValueError(f"expected a frequency like '8GHz' ({names}), got {shown(text)}")
+    number, unit = match.groups()
     # float() of the written number, never 10 ** exponent: a huge exponent gives inf at once.
-    value = float(f"{mantissa}e{exponent or 0}") * _FREQUENCY_UNITS[unit]
+    value = float(number) * _FREQUENCY_UNITS[unit]
     if value <= 0:
-        raise ValueError(f"expected a positive frequency, got {text!r}")
+        raise ValueError(f"expected a positive frequency, got {shown(text)}")
     return value
 
 
@@ -43,7 +48,9 @@ def _whole_or_auto(low: int, high: int, what: str) -> Any:
         if value == "auto":
             return value
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"expected {what} from {low} to {high}, or 'auto'; got {value!r}")
+            raise ValueError(
+                f"expected {what} from {low} to {high}, or 'auto'; got {shown(value)}"
+            )
         return value
 
     return BeforeValidator(check)

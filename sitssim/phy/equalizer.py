@@ -5,22 +5,8 @@ Theory of operation
 *Tx presets.* The transmitter is a 3-tap FFE [c-1, c0, c+1] normalised to full
 swing (|c-1| + c0 + |c+1| = 1), so pre-shoot and de-emphasis lower the
 low-frequency amplitude while the channel's noise stays put (see ``channel.py``).
-Presets Q0..Q10 are data (:data:`TX_PRESETS`), after the PCIe 6.0 base spec
-Table 8-x style preset definitions. The 64 GT/s Q-preset values were not
-available to us, so the coefficients are the public PCIe 3.0/4.0/5.0 P0..P10
-preset table (Qn = Pn); pre-shoot / de-emphasis in dB and [c-1, c+1]::
-
-    Q0  0.0 / -6.0   [ 0.000, -0.250]     Q6  2.5 /  0.0   [-0.125,  0.000]
-    Q1  0.0 / -3.5   [ 0.000, -0.167]     Q7  3.5 / -6.0   [-0.100, -0.200]
-    Q2  0.0 / -4.4   [ 0.000, -0.200]     Q8  3.5 / -3.5   [-0.125, -0.125]
-    Q3  0.0 / -2.5   [ 0.000, -0.125]     Q9  3.5 /  0.0   [-0.166,  0.000]
-    Q4  0.0 /  0.0   [ 0.000,  0.000]     Q10 0.0 / -9.5   [ 0.000, -0.333]
-    Q5  1.9 /  0.0   [-0.100,  0.000]
-
-with c0 = 1 - |c-1| - |c+1|. P10's de-emphasis is specified as the Tx's
-maximum boost; we take -9.5 dB (c+1 = -1/3). With a = |c-1|, b = |c+1|:
-pre-shoot = 20 log10((c0 - b + a) / (c0 - b - a)) and
-de-emphasis = 20 log10((c0 - b - a) / (c0 + b - a)).
+Presets Q0..Q10 are the table of :mod:`sitssim.phy.presets`, as coefficient
+arrays here (:data:`TX_PRESETS`).
 
 *Rx equaliser.* A linear FFE over the received samples (``ffe_pre`` taps ahead of
 the cursor, ``ffe_post`` behind) plus a DFE that subtracts ``n_dfe`` past symbols.
@@ -69,7 +55,6 @@ one batched computation, so per-link results depend on the batch they ran in
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,50 +76,15 @@ from sitssim.phy.channel import (
     pulse_response,
 )
 from sitssim.phy.pam4 import gray_decode, slice_symbols
+from sitssim.phy.presets import PRESET_NAMES, PRESET_NEIGHBOURS, PRESET_ROWS
 
-# name: (nominal pre-shoot dB, nominal de-emphasis dB, c-1, c+1); c0 = 1 - |c-1| - |c+1|.
-_PRESET_ROWS: tuple[tuple[str, float, float, float, float], ...] = (
-    ("Q0", 0.0, -6.0, 0.000, -0.250),
-    ("Q1", 0.0, -3.5, 0.000, -0.167),
-    ("Q2", 0.0, -4.4, 0.000, -0.200),
-    ("Q3", 0.0, -2.5, 0.000, -0.125),
-    ("Q4", 0.0, 0.0, 0.000, 0.000),
-    ("Q5", 1.9, 0.0, -0.100, 0.000),
-    ("Q6", 2.5, 0.0, -0.125, 0.000),
-    ("Q7", 3.5, -6.0, -0.100, -0.200),
-    ("Q8", 3.5, -3.5, -0.125, -0.125),
-    ("Q9", 3.5, 0.0, -0.166, 0.000),
-    ("Q10", 0.0, -9.5, 0.000, -1.0 / 3.0),
-)
-
-PRESET_NAMES: tuple[str, ...] = tuple(row[0] for row in _PRESET_ROWS)
 PRESET_TABLE: FloatArray = np.array(
-    [[c_pre, 1.0 - abs(c_pre) - abs(c_post), c_post] for _, _, _, c_pre, c_post in _PRESET_ROWS]
+    [[c_pre, 1.0 - abs(c_pre) - abs(c_post), c_post] for _, _, _, c_pre, c_post in PRESET_ROWS]
 )
 PRESET_TABLE.setflags(write=False)
 TX_PRESETS = MappingProxyType(
     {name: tuple(float(c) for c in PRESET_TABLE[i]) for i, name in enumerate(PRESET_NAMES)}
 )
-PRESET_NOMINAL_DB = MappingProxyType({row[0]: (row[1], row[2]) for row in _PRESET_ROWS})
-
-
-def _preset_neighbours() -> dict[str, tuple[str, ...]]:
-    """Presets adjacent on the (pre-shoot, de-emphasis) grid of the table."""
-    out: dict[str, list[str]] = {name: [] for name in PRESET_NAMES}
-    for axis in (0, 1):
-        other = 1 - axis
-        groups: dict[float, list[tuple[float, str]]] = {}
-        for name, db in PRESET_NOMINAL_DB.items():
-            groups.setdefault(db[other], []).append((db[axis], name))
-        for members in groups.values():
-            ordered = [name for _, name in sorted(members)]
-            for a, b in itertools.pairwise(ordered):
-                out[a].append(b)
-                out[b].append(a)
-    return {name: tuple(sorted(set(v), key=PRESET_NAMES.index)) for name, v in out.items()}
-
-
-PRESET_NEIGHBOURS = MappingProxyType(_preset_neighbours())
 
 
 def preset_coefficients(name: str) -> FloatArray:

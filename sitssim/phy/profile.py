@@ -30,11 +30,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from sitssim.phy.equalizer import PRESET_NAMES
+from sitssim.errors import shown
+from sitssim.phy.presets import PRESET_NAMES
 from sitssim.quantities import MAX_DB, PositiveTime, Time, count
+from sitssim.units import NUMBER
 
-_DB = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*dB\s*$")
-_UI = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*UI\s*$")
+# ASCII (units.NUMBER): '٥dB' must not be read as 5 dB.
+_DB = re.compile(rf"^\s*{NUMBER}\s*dB\s*$", re.ASCII)
+_UI = re.compile(rf"^\s*{NUMBER}\s*UI\s*$", re.ASCII)
 
 
 def _number_with_unit(pattern: re.Pattern[str], unit: str, example: str) -> Any:
@@ -44,7 +47,9 @@ def _number_with_unit(pattern: re.Pattern[str], unit: str, example: str) -> Any:
         if isinstance(value, str):
             match = pattern.match(value)
             if match is None:
-                raise ValueError(f"expected a number of {unit} like {example!r}, got {value!r}")
+                raise ValueError(
+                    f"expected a number of {unit} like {example!r}, got {shown(value)}"
+                )
             return float(match.group(1))
         return value
 
@@ -174,7 +179,9 @@ class PhyProfile(_Strict):
     @classmethod
     def _known_preset(cls, value: str) -> str:
         if value not in PRESET_NAMES:
-            raise ValueError(f"unknown Tx preset {value!r}; known: {', '.join(PRESET_NAMES)}")
+            raise ValueError(
+                f"unknown Tx preset {shown(value)}; known: {', '.join(PRESET_NAMES)}"
+            )
         return value
 
     @field_validator("training_symbols")

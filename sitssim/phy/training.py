@@ -61,7 +61,6 @@ import numpy.typing as npt
 from sitssim.phy.cdr import CdrConfig, integration_ui, run_cdr
 from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile
 from sitssim.phy.equalizer import (
-    PRESET_NAMES,
     EqProfile,
     EqRecord,
     level3_eq_detail,
@@ -78,6 +77,7 @@ from sitssim.phy.ltssm import (
 )
 from sitssim.phy.pam4 import gray_decode, gray_encode, slice_symbols
 from sitssim.phy.prbs import POLYNOMIALS, PrbsChecker, prbs
+from sitssim.phy.presets import PRESET_NAMES
 from sitssim.phy.profile import SPEC_TRAINING_PRBS, PhyProfile
 
 # Ordered sets (each a training sequence of the device's length) per state: PCIe's

@@ -38,9 +38,8 @@ reduction costs ``3 * bytes / reduce_bytes_per_ns`` (read two operands, write
 one) on the receiving GPU, piece by piece as messages arrive, one reduction at
 a time per GPU; it is optional and off by default.
 
-``sitssim.scenario`` imports this module for ``CollectiveWorkload``, so nothing
-here may import the scenario, the topology or the synthetic workloads at
-module level.
+The scenario schema (``CollectiveWorkload``) is in
+:mod:`sitssim.workloads.collective_config`, so loading a scenario imports none of this.
 """
 
 from __future__ import annotations
@@ -50,25 +49,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import pairwise
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from sitssim.quantities import MAX_BYTES, MAX_ITEMS, Size, Time, count
-from sitssim.units import UnitError, parse_size_bytes
+from sitssim.workloads.collective_config import (
+    ALGORITHMS,
+    ALL_REDUCE_ONLY,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    OPERATIONS,
+    CollectiveWorkload,
+)
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
     from sitssim.scenario import Scenario
 
-OPERATIONS = ("all_reduce", "all_gather", "reduce_scatter")
-ALGORITHMS = ("ring", "tree", "direct", "one_shot")
-ALL_REDUCE_ONLY = frozenset({"tree", "one_shot"})
-DEFAULT_MAX_MESSAGE_BYTES = 262144
 # A reduction reads both operands and writes the result.
 REDUCTION_BYTES_PER_BYTE = 3
 
@@ -668,118 +667,6 @@ def ring_all_reduce_lower_bound_ns(fabric: Fabric, gpus: list[str], size: int) -
     bandwidth = max(min(out_bw[a], in_bw[b]) for a, b in pairs)
     latency = min(_fixed_latency_ns(fabric, a, b) for a, b in pairs)
     return 2 * (n - 1) * ((size // n) / bandwidth + latency)
-
-
-# --- scenario schema -------------------------------------------------------------
-
-PositiveSize = Size
-NonNegDuration = Time
-# Messages per chunk: each is in flight as its own object; 65,536 splits even a 4 GiB
-# chunk into 64 KiB messages, finer than any transport cuts a collective.
-MessagesPerChunk = count(1, 2**16)
-NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
-
-
-def parse_bandwidth_bytes_per_ns(text: object) -> float:
-    """``'3350GB/s'`` -> 3350.0 (bytes per ns = GB/s): a size unit per second."""
-    if isinstance(text, str) and text.strip().endswith("/s"):
-        try:
-            per_second = parse_size_bytes(text.strip()[:-2])
-        except UnitError:
-            pass
-        else:
-            return per_second / 1e9
-    raise UnitError(f"expected a bandwidth like '3350GB/s' (a size unit per second), got {text!r}")
-
-
-# 1 MB/s to 1 PB/s (bytes per ns), around HBM's few TB/s: a reduction always finishes.
-Bandwidth = Annotated[
-    float,
-    BeforeValidator(parse_bandwidth_bytes_per_ns),
-    Field(ge=1e-3, le=1e6, allow_inf_nan=False),
-]
-
-
-def _located(loc: tuple, message: str) -> ValueError:
-    # Deferred: the scenario module imports this one.
-    from sitssim.scenario import _LocatedValueError
-
-    return _LocatedValueError(loc, message)
-
-
-class SizeSweep(BaseModel):
-    """Sizes ``min``, ``min * factor``, ... up to ``max`` (inclusive when reached)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min: PositiveSize
-    max: PositiveSize
-    # Above 2^40 (MAX_BYTES) a factor only ever yields 'min'.
-    factor: count(2, MAX_BYTES) = 2
-
-    @model_validator(mode="after")
-    def _ordered(self) -> SizeSweep:
-        if self.max < self.min:
-            raise _located(("max",), "'max' must be at least 'min'")
-        return self
-
-    def sizes(self) -> list[int]:
-        out = []
-        s = self.min
-        while s <= self.max:
-            out.append(s)
-            s *= self.factor
-        return out
-
-
-class CollectiveWorkload(BaseModel):
-    """Back-to-back collectives of the listed (or swept) sizes, each repeated, over some GPUs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["collective"]
-    name: str | None = None
-    operation: Literal["all_reduce", "all_gather", "reduce_scatter"] = "all_reduce"
-    algorithm: Literal["ring", "tree", "direct", "one_shot"] = "ring"
-    gpus: list[NodeName] | None = None
-    sizes: list[PositiveSize] | None = None
-    sweep: SizeSweep | None = None
-    repetitions: count(1, MAX_ITEMS) = 1
-    start: NonNegDuration = 0.0
-    gap: NonNegDuration = 0.0
-    max_message_bytes: PositiveSize = DEFAULT_MAX_MESSAGE_BYTES
-    min_messages: MessagesPerChunk = 1
-    reduction_bandwidth: Bandwidth | None = None
-    tenant: NodeName | None = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> CollectiveWorkload:
-        if (self.sizes is None) == (self.sweep is None):
-            raise ValueError("give exactly one of 'sizes' or 'sweep'")
-        if self.sizes is not None and not self.sizes:
-            raise _located(("sizes",), "give at least one size")
-        if self.algorithm in ALL_REDUCE_ONLY and self.operation != "all_reduce":
-            raise _located(
-                ("algorithm",),
-                f"algorithm {self.algorithm!r} implements all_reduce only, "
-                f"not {self.operation}; use 'ring' or 'direct'",
-            )
-        if self.reduction_bandwidth is not None and self.operation == "all_gather":
-            raise _located(("reduction_bandwidth",), "an all_gather reduces nothing")
-        if self.gpus is not None:
-            if len(self.gpus) < 2:
-                raise _located(("gpus",), "a collective needs at least two GPUs")
-            seen: set[str] = set()
-            for k, g in enumerate(self.gpus):
-                if g in seen:
-                    raise _located(("gpus", k), f"GPU {g!r} is listed twice")
-                seen.add(g)
-        return self
-
-    def plan(self) -> list[int]:
-        """Sizes in the order they run: each size ``repetitions`` times in a row."""
-        sizes = self.sizes if self.sizes is not None else self.sweep.sizes()
-        return [s for s in sizes for _ in range(self.repetitions)]
 
 
 # --- workload driver -----------------------------------------------------------

@@ -65,7 +65,8 @@ from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import Scenario
 from sitssim.workloads.catalog import ModelConfig
-from sitssim.workloads.collectives import ALL_REDUCE_ONLY, STARTERS
+from sitssim.workloads.collective_config import ALL_REDUCE_ONLY
+from sitssim.workloads.collectives import STARTERS
 from sitssim.workloads.engine import (
     Efficiency,
     EngineConfig,

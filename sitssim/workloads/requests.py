@@ -30,9 +30,8 @@ completed read to the ``probes`` table as a round trip seen by the requester:
 from ready to release, so ``fabric.tso_window`` covers translation, ordering
 and reorder-buffer waits as well as the fabric's round trip.
 
-``sitssim.scenario`` imports this module for ``TransactionWorkload``, so
-nothing here may import the scenario, the topology or the synthetic workloads
-at module level.
+The scenario schema (``TransactionWorkload``) is in
+:mod:`sitssim.workloads.transaction_config`, so loading a scenario imports none of this.
 """
 
 from __future__ import annotations
@@ -41,74 +40,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp, TxnClass
-from sitssim.quantities import Fraction, Interval, PositiveTime, Size, Time, count
+from sitssim.workloads.transaction_config import TransactionWorkload
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
     from sitssim.scenario import Scenario
-
-# PCIe requester IDs (bus/device/function) and read tags are 16-bit name spaces at most.
-RequesterIds = count(1, 2**16)
-ReorderTags = count(1, 2**16)
-NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
-
-
-def _located(loc: tuple, message: str) -> ValueError:
-    # Deferred: the scenario module imports this one.
-    from sitssim.scenario import _LocatedValueError
-
-    return _LocatedValueError(loc, message)
-
-
-class TransactionWorkload(BaseModel):
-    """Reads and writes from one requester through ATS, the ordering rules and a reorder buffer."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["transactions"]
-    name: str | None = None
-    requester: NodeName | None = None
-    targets: list[NodeName] | None = None
-    interval: Interval = Field(description="mean time between transactions per target")
-    read_fraction: Fraction = 0.5
-    request_bytes: Size = 32
-    write_bytes: Size = 256
-    completion_bytes: Size = 256
-    turnaround: Time = 0.0
-    relaxed_ordering: Fraction = 0.0
-    id_based_ordering: Fraction = 0.0
-    requester_ids: RequesterIds = 1
-    rob_depth: ReorderTags = 32
-    atc_hit_ratio: Fraction = 1.0
-    atc_miss_latency: Time | None = None
-    start: Time = 0.0
-    stop: PositiveTime | None = None
-    tenant: NodeName | None = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> TransactionWorkload:
-        if self.atc_hit_ratio < 1 and self.atc_miss_latency is None:
-            raise _located(
-                ("atc_miss_latency",),
-                "an ATC hit ratio below 1 needs 'atc_miss_latency' (the cost of a miss)",
-            )
-        if self.stop is not None and self.stop <= self.start:
-            raise _located(("stop",), "'stop' must come after 'start'")
-        if self.targets is not None:
-            if not self.targets:
-                raise _located(("targets",), "give at least one target")
-            for k, t in enumerate(self.targets):
-                if t in self.targets[:k]:
-                    raise _located(("targets", k), f"target {t!r} is listed twice")
-        return self
 
 
 @dataclass

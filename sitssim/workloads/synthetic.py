@@ -139,10 +139,6 @@ def _gpu_index(scenario: Scenario, fabric: Fabric, loc: tuple, name: str) -> int
     return fabric.gpus.index(name)
 
 
-def injection_bytes_per_ns(fabric: Fabric, node: str) -> float:
-    return sum(c.bytes_per_ns for c in fabric.channels if c.src == node)
-
-
 def synthetic_endpoints(
     i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric
 ) -> tuple[list[int], int | None, int]:
@@ -189,7 +185,7 @@ def _synthetic(
             continue
         src_name = fabric.gpus[s]
         if wl.load is not None:
-            mean = wl.message_bytes / (wl.load * injection_bytes_per_ns(fabric, src_name))
+            mean = wl.message_bytes / (wl.load * fabric.injection_bytes_per_ns[src_name])
         else:
             mean = wl.interval
         source_rng = component_rng(scenario.seed, "workload", wl.name or f"#{i}", "source", s)

@@ -19,17 +19,23 @@ Arrivals are taken relative to the earliest row, multiplied by ``time_scale``
 below 1 are raised to 1, as Vidur does, so every request has a prompt and a
 first token. Rows are replayed in arrival order. Everything is plain data:
 errors are ``ValueError`` with a message naming the column or row, which the
-driver places at the scenario field.
+driver places at the scenario field. A trace is read from a regular file only,
+and one read whole (no ``limit``) is at most ``MAX_TRACE_BYTES``; token counts
+are bounded like the scenario's own (``MAX_TOKENS``), so no count can wrap int64.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from sitssim.errors import InputError, one_line, shown
+from sitssim.files import open_regular_file
+from sitssim.quantities import MAX_TOKENS
 from sitssim.workloads.inference_config import (
     LengthDistribution,
     SyntheticRequests,
@@ -38,6 +44,9 @@ from sitssim.workloads.inference_config import (
 )
 
 NS_PER_S = 1e9
+# The largest public LLM request traces (Azure 2024, a week of requests) are tens of MB
+# of CSV; a file 10x that read whole would hold gigabytes of parsed rows.
+MAX_TRACE_BYTES = 256 * 2**20
 
 TRACE_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "azure": (("TIMESTAMP", "ContextTokens", "GeneratedTokens"),),
@@ -89,11 +98,14 @@ def _detect(columns: pd.Index, fmt: str) -> tuple[str, tuple[str, str, str]]:
 
 def _counts(frame: pd.DataFrame, column: str) -> np.ndarray:
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~np.isfinite(values) | (values != np.floor(values)))
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(
+            ~np.isfinite(values) | (values != np.floor(values)) | (values > MAX_TOKENS)
+        )
     if bad.size:
         raise ValueError(
-            f"column {column!r}, data row {bad[0] + 1}: expected a whole number of tokens, "
-            f"got {frame[column].iloc[bad[0]]!r}"
+            f"column {column!r}, data row {bad[0] + 1}: expected a whole number of tokens "
+            f"up to {MAX_TOKENS}, got {shown(frame[column].iloc[bad[0]])}"
         )
     return values.astype(np.int64)
 
@@ -104,11 +116,20 @@ def read_trace(path: Path, fmt: str = "auto", limit: int | None = None) -> tuple
     Arrivals are in ns relative to the earliest of the rows kept.
     """
     try:
-        frame = pd.read_csv(path, nrows=limit, skipinitialspace=True)
-    except FileNotFoundError:
-        raise ValueError(f"no such trace file: {path}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read trace {path}: {exc}") from None
+        file = open_regular_file(str(path), "trace")
+    except InputError as exc:
+        raise ValueError(f"{path}: {exc.message}") from None
+    with file:
+        size = os.fstat(file.fileno()).st_size
+        if limit is None and size > MAX_TRACE_BYTES:
+            raise ValueError(
+                f"trace {path} is {size} bytes (bound: {MAX_TRACE_BYTES} bytes when read "
+                "whole): give 'limit' to replay its first rows"
+            )
+        try:
+            frame = pd.read_csv(file, nrows=limit, skipinitialspace=True)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read trace {path}: {one_line(str(exc), 120)}") from None
     if frame.empty:
         raise ValueError(f"trace {path} has no requests")
     name, (t_col, p_col, g_col) = _detect(frame.columns, fmt)
@@ -118,7 +139,7 @@ def read_trace(path: Path, fmt: str = "auto", limit: int | None = None) -> tuple
         if bad.size:
             raise ValueError(
                 f"column {t_col!r}, data row {bad[0] + 1}: expected a date-time, "
-                f"got {frame[t_col].iloc[bad[0]]!r}"
+                f"got {shown(frame[t_col].iloc[bad[0]])}"
             )
         ns = (stamps - stamps.min()).dt.total_seconds().to_numpy() * NS_PER_S
     else:
@@ -127,7 +148,7 @@ def read_trace(path: Path, fmt: str = "auto", limit: int | None = None) -> tuple
         if bad.size:
             raise ValueError(
                 f"column {t_col!r}, data row {bad[0] + 1}: expected seconds, "
-                f"got {frame[t_col].iloc[bad[0]]!r}"
+                f"got {shown(frame[t_col].iloc[bad[0]])}"
             )
         ns = (seconds - seconds.min()) * NS_PER_S
     return name, _sorted(ns, _counts(frame, p_col), _counts(frame, g_col))
@@ -152,8 +173,8 @@ def draw_counts(spec: TokenCount, n: int, rng: np.random.Generator) -> np.ndarra
     if spec.dist == "uniform":
         return rng.integers(spec.low, spec.high + 1, size=n, dtype=np.int64)
     counts = np.rint(rng.lognormal(np.log(spec.median), spec.sigma, size=n))
-    if spec.max is not None:
-        counts = np.minimum(counts, spec.max)
+    # A heavy tail is cut at the longest sequence a scenario may name, so no draw wraps int64.
+    counts = np.minimum(counts, spec.max if spec.max is not None else MAX_TOKENS)
     return np.maximum(counts, 1).astype(np.int64)
 
 

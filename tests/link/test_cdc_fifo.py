@@ -345,6 +345,17 @@ BAD_INPUT = {
         "link_layer.cdc.corners",
         "once",
     ),
+    # Python's float() reads Arabic-Indic digits ('٨' is 8); a scenario must write 8.
+    "clock in Unicode digits": (
+        "link_layer:\n  cdc:\n    write_clock: ٨GHz  # <-\n",
+        "link_layer.cdc.write_clock",
+        "expected a frequency like '8GHz' (Hz, kHz, MHz, GHz), got '٨GHz'",
+    ),
+    "long clock clipped": (
+        "link_layer:\n  cdc:\n    read_clock: " + "2" * 3000 + "MHz  # <-\n",
+        "link_layer.cdc.read_clock",
+        "…' (3003 chars)",
+    ),
     "clock without unit": (
         "link_layer:\n  cdc:\n    write_clock: 8  # <-\n",
         "link_layer.cdc.write_clock",

@@ -8,9 +8,6 @@ import pytest
 
 from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile, pulse_response, transmit
 from sitssim.phy.equalizer import (
-    PRESET_NAMES,
-    PRESET_NEIGHBOURS,
-    PRESET_NOMINAL_DB,
     PRESET_TABLE,
     TX_PRESETS,
     EqProfile,
@@ -23,6 +20,7 @@ from sitssim.phy.equalizer import (
     preset_db,
     train_rx_equalizer,
 )
+from sitssim.phy.presets import PRESET_NAMES, PRESET_NEIGHBOURS, PRESET_NOMINAL_DB
 
 NOMINAL = ChannelProfile(loss_db=10.0, snr_db=30.0, rj_rms_ui=0.01)
 

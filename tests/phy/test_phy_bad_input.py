@@ -41,6 +41,27 @@ CASES = [
         "links.default.channel.snr_db",
         "positive",
     ),
+    # Python's float() reads Arabic-Indic digits ('٥' is 5); a scenario must write 5.
+    (
+        "links:\n  default:\n    channel:\n      loss_db: ٥dB  # <-\n",
+        "links.default.channel.loss_db",
+        "expected a number of dB like '6dB', got '٥dB'",
+    ),
+    (
+        "links:\n  default:\n    channel:\n      rj_ui: 0.0١UI  # <-\n",
+        "links.default.channel.rj_ui",
+        "expected a number of UI",
+    ),
+    (
+        "links:\n  default:\n    channel:\n      loss_db: " + "9" * 3000 + "dx  # <-\n",
+        "links.default.channel.loss_db",
+        "…' (3002 chars)",
+    ),
+    (
+        "phy:\n  initial_preset: " + "Q" * 3000 + "  # <-\n",
+        "phy.initial_preset",
+        "…' (3000 chars)",
+    ),
     (
         "links:\n  default:\n    channel:\n      loss_db: 6dB\n      loss_spread_db: 7dB  # <-\n",
         "links.default.channel.loss_spread_db",

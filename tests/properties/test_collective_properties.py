@@ -19,8 +19,8 @@ from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import scenario_from_data
+from sitssim.workloads.collective_config import ALGORITHMS
 from sitssim.workloads.collectives import (
-    ALGORITHMS,
     chunk_sizes,
     ring_all_reduce_lower_bound_ns,
     start_all_reduce,

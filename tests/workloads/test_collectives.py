@@ -22,8 +22,8 @@ from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import load_scenario, scenario_from_data
 from sitssim.simulation import simulate
+from sitssim.workloads.collective_config import ALGORITHMS
 from sitssim.workloads.collectives import (
-    ALGORITHMS,
     CollectiveHandle,
     bus_factor,
     chunk_sizes,

@@ -12,7 +12,7 @@ from scipy import stats
 
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.scenario import scenario_from_data
-from sitssim.workloads.synthetic import build_schedule, injection_bytes_per_ns
+from sitssim.workloads.synthetic import build_schedule
 
 
 def _fat_tree(gpus: int, workloads: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
@@ -172,13 +172,13 @@ def test_load_sets_the_interval_from_the_sources_injection_bandwidth(load: float
     table, fabric = _schedule(_uneven_graph([wl]))
     for src, group in table.groupby("src"):
         outgoing = sum(c.bytes_per_ns for c in fabric.channels if c.src == src)
-        assert injection_bytes_per_ns(fabric, src) == pytest.approx(outgoing)
+        assert fabric.injection_bytes_per_ns[src] == pytest.approx(outgoing)
         gaps = np.diff(group["t"].to_numpy())
         np.testing.assert_allclose(gaps, size / (load * outgoing), rtol=1e-9)
     # The offered bytes per ns of each source is exactly load x its injection bandwidth.
     rates = table.groupby("src")["bytes"].sum() / 50_000.0
     for src, rate in rates.items():
-        assert rate == pytest.approx(load * injection_bytes_per_ns(fabric, src), rel=0.01)
+        assert rate == pytest.approx(load * fabric.injection_bytes_per_ns[src], rel=0.01)
 
 
 def test_poisson_load_matches_its_mean_and_is_memoryless() -> None:
@@ -186,7 +186,7 @@ def test_poisson_load_matches_its_mean_and_is_memoryless() -> None:
     wl = {"kind": "synthetic", "pattern": "uniform_random", "message_bytes": "1KiB", "load": load}
     table, fabric = _schedule(_uneven_graph([wl]))
     for src, group in table.groupby("src"):
-        mean = size / (load * injection_bytes_per_ns(fabric, src))
+        mean = size / (load * fabric.injection_bytes_per_ns[src])
         gaps = np.diff(group["t"].to_numpy())
         assert abs(gaps.mean() - mean) < 5 * mean / np.sqrt(len(gaps))
         assert stats.kstest(gaps, "expon", args=(0, mean)).pvalue > 1e-4

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from sitssim.workloads import traces
 from sitssim.workloads.inference_config import (
     LengthDistribution,
     SyntheticRequests,
@@ -90,6 +93,31 @@ def test_bad_traces_say_what_is_wrong(tmp_path, text, fmt, message):
 def test_missing_trace_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="no such trace file"):
         read_trace(tmp_path / "absent.csv")
+
+
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "trace.csv"
+    os.mkfifo(fifo)
+    with ThreadPoolExecutor(1) as pool:
+        attempt = pool.submit(read_trace, fifo)
+        with pytest.raises(ValueError, match="is a named pipe"):
+            attempt.result(timeout=10)
+
+
+def test_a_token_count_past_the_bound_is_refused_before_it_wraps_int64(tmp_path):
+    text = f"arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,1\n1,{10**30},1\n"
+    with pytest.raises(ValueError, match=r"num_prefill_tokens.*data row 2.*up to 16777216"):
+        read_trace(write(tmp_path, text))
+
+
+def test_a_trace_over_the_bound_is_read_only_with_a_limit(tmp_path, monkeypatch):
+    rows = "".join(f"{t},8,2\n" for t in range(100))
+    path = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens\n" + rows)
+    monkeypatch.setattr(traces, "MAX_TRACE_BYTES", path.stat().st_size - 1)
+    with pytest.raises(ValueError, match="give 'limit'"):
+        read_trace(path)
+    _, first = read_trace(path, limit=3)
+    assert first.prompt_tokens.tolist() == [8, 8, 8]
 
 
 def test_periodic_arrivals_are_evenly_spaced_from_start():
