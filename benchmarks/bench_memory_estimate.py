@@ -6,8 +6,11 @@ Run as ``python benchmarks/bench_memory_estimate.py [SCENARIO ...]`` (default: e
 ``ru_maxrss`` (``resource.getrusage(RUSAGE_CHILDREN)`` is a running maximum over all
 children, so each run gets a fresh measuring process). The estimate is
 ``sitssim.preflight.preflight``'s. Prints estimate, measured peak, their ratio, and the
-estimated against the delivered message count; exits 1 if any memory ratio lies outside
-[0.5, 2]. Not a test: it runs every shipped scenario in full (minutes).
+estimated against the delivered message count, and how long the estimate took against the
+rest of the pre-run checks (loading, building the fabric, every check: the estimate must never
+cost more than the validation it is part of); exits 1 if any memory ratio lies outside
+[0.5, 2] or any estimate outlasts its validation. Not a test: it runs every shipped scenario
+in full (minutes).
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # Measure the checkout this script sits in, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import sitssim.preflight as preflight_module
+from sitssim.estimate import Estimate
 from sitssim.preflight import preflight
 from sitssim.scenario import load_scenario
 
@@ -58,6 +64,27 @@ def measure(path: Path) -> tuple[int, float, int | None]:
         return int(code), float(peak), messages
 
 
+def timed_preflight(path: Path) -> tuple[Estimate, float]:
+    """The estimate, and its time as a share of the validation's without it (same run)."""
+    spent = []
+    inner = preflight_module.estimate
+
+    def timed(*args: object) -> Estimate:
+        start = time.perf_counter()
+        result = inner(*args)
+        spent.append(time.perf_counter() - start)
+        return result
+
+    preflight_module.estimate = timed
+    try:
+        start = time.perf_counter()
+        est = preflight(load_scenario(path)).estimate
+        total = time.perf_counter() - start
+    finally:
+        preflight_module.estimate = inner
+    return est, spent[0] / (total - spent[0])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", type=Path)
@@ -65,17 +92,20 @@ def main() -> int:
     paths = args.scenarios or sorted(ROOT.glob("scenarios/*.yaml")) + sorted(
         ROOT.glob("scenarios/violations/*.yaml")
     )
-    print(f"{'scenario':40} {'est MB':>8} {'peak MB':>8} {'ratio':>6} {'est msgs':>9} {'msgs':>8}")
+    print(
+        f"{'scenario':40} {'est MB':>8} {'peak MB':>8} {'ratio':>6} {'est msgs':>9} {'msgs':>8}"
+        f" {'estimate / validation time':>27}"
+    )
     bad = []
     for path in paths:
-        est = preflight(load_scenario(path)).estimate
+        est, share = timed_preflight(path)
         code, peak, messages = measure(path)
         ratio = est.memory_bytes / peak
-        if not LOW <= ratio <= HIGH or code not in (0, 1):
+        if not LOW <= ratio <= HIGH or code not in (0, 1) or share >= 1:
             bad.append(path.name)
         print(
             f"{path.name:40} {est.memory_bytes / 1e6:8.0f} {peak / 1e6:8.0f} {ratio:6.2f} "
-            f"{est.messages:9.0f} {messages if messages is not None else '-':>8}"
+            f"{est.messages:9.0f} {messages if messages is not None else '-':>8} {share:27.3f}"
         )
     if bad:
         print(f"outside [{LOW}, {HIGH}] or not run: {', '.join(bad)}")

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +43,7 @@ from sitssim.errors import InputError
 from sitssim.fabric.topology import Fabric
 from sitssim.link.flit_stage import replay_probabilities
 from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
+from sitssim.units import UnitError, parse_size_bytes
 from sitssim.workloads.collective_config import CollectiveWorkload
 from sitssim.workloads.collectives import binary_tree, chunk_sizes
 from sitssim.workloads.inference_config import InferenceWorkload
@@ -63,8 +63,6 @@ MEMORY_ENV = "SITSSIM_MEMORY_LIMIT"
 # A fence or a sync exchange is a request and its answer.
 CLOCK_MESSAGES_PER_EXCHANGE = 2
 
-_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
-_UNITS.update({"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40})
 
 
 @dataclass
@@ -314,11 +312,11 @@ def _mean_message_bytes(scenario: Scenario) -> float:
 
 
 def parse_memory(text: str) -> float:
-    """``2GB``, ``512MiB`` or a plain byte count."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    if match is None or match.group(2).upper() not in _UNITS:
-        raise InputError(f"expected a size like 2GB or 512MiB, got {text!r}", field=MEMORY_ENV)
-    return float(match.group(1)) * _UNITS[match.group(2).upper()]
+    """``2GB`` or ``512MiB``, as sizes are written in scenarios."""
+    try:
+        return float(parse_size_bytes(text))
+    except UnitError as exc:
+        raise InputError(str(exc), field=MEMORY_ENV) from None
 
 
 def available_memory() -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -122,29 +121,23 @@ def test_every_shipped_scenario_fits_a_modest_machine(
     assert est.messages > 1000
 
 
-def test_estimate_is_arithmetic_and_cheaper_than_building_the_fabric(
+def test_estimate_is_arithmetic_and_draws_no_arrival(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = _long_run(tmp_path)
-    start = time.perf_counter()
-    scenario = load_scenario(path)
+    # Its cost against the validation it is part of is benchmarks/bench_memory_estimate.py's.
+    scenario = load_scenario(_long_run(tmp_path))
     fabric = build_fabric(scenario)
-    build_s = time.perf_counter() - start
 
     def no_draws(*_args: Any) -> None:
         raise AssertionError("the estimate drew arrivals")
 
     monkeypatch.setattr(synthetic, "_arrival_times", no_draws)
-    start = time.perf_counter()
-    est = estimate(scenario, fabric)
-    estimate_s = time.perf_counter() - start
-    assert est.messages > 1e7
-    assert estimate_s < build_s
+    assert estimate(scenario, fabric).messages > 1e7
 
 
 def test_memory_sizes_parse_and_bad_ones_are_refused() -> None:
     assert parse_memory("2GB") == 2e9
     assert parse_memory("512MiB") == 512 * 2**20
-    assert parse_memory("1e9") == 1e9
+    assert parse_memory("1.5e9B") == 1.5e9
     with pytest.raises(InputError, match=MEMORY_ENV):
         parse_memory("lots")
