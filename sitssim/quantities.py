@@ -124,11 +124,20 @@ def count(lo: int, hi: int) -> type[int]:
     return Annotated[int, Field(le=hi, strict=True, **low)]  # type: ignore[return-value]
 
 
+def _not_a_truth_value(value: object) -> object:
+    # Pydantic reads true as 1.0 where a float is expected; a YAML `yes` is never a number.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")
+    return value
+
+
 def number(lo: float, hi: float, *, open_low: bool = False, open_high: bool = False) -> type:
-    """A finite float field in ``[lo, hi]`` (either end open on request)."""
+    """A finite float field in ``[lo, hi]`` (either end open on request); not a bool."""
     low = {"gt": lo} if open_low else {"ge": lo}
     high = {"lt": hi} if open_high else {"le": hi}
-    return Annotated[float, Field(allow_inf_nan=False, **low, **high)]  # type: ignore[return-value]
+    return Annotated[  # type: ignore[return-value]
+        float, BeforeValidator(_not_a_truth_value), Field(allow_inf_nan=False, **low, **high)
+    ]
 
 
 def time_ns(lo: float, hi: float = MAX_TIME_NS, *, open_low: bool = False) -> type:

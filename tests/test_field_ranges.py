@@ -215,6 +215,9 @@ def test_values_past_each_bound_are_refused(leaf: Leaf) -> None:
 def test_inf_nan_and_huge_numbers_are_refused(leaf: Leaf) -> None:
     for value in (math.inf, -math.inf, math.nan, float("1e400"), 10**5000, -(10**5000)):
         assert leaf.refuses(value), f"{leaf.where} accepts {value!r:.20}"
+    # YAML's `yes` / `true` is a truth value, never the number 1.
+    for value in (True, False):
+        assert leaf.refuses(value), f"{leaf.where} accepts {value!r}"
 
 
 @pytest.mark.parametrize("leaf", [f for f in LEAVES if f.parser is not None], ids=lambda f: f.where)

@@ -12,11 +12,10 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sitssim.quantities import MAX_ITEMS, Interval, PositiveTime, count
+from sitssim.quantities import MAX_ITEMS, Interval, PositiveTime, count, number
 from sitssim.quantities import Time as NonNegTime
 
 DeviceName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 # A frequency offset this large (1 %) is no longer an oscillator tolerance; the bound also
 # keeps every modelled clock far from running backwards.
@@ -40,7 +39,7 @@ class LinearDrift(_Strict):
     """The frequency offset changes at a constant rate (a temperature ramp, ageing)."""
 
     kind: Literal["linear"]
-    ppm_per_ms: Annotated[Finite, Field(ge=-1000, le=1000)]
+    ppm_per_ms: number(-1000.0, 1000.0)
 
 
 class RandomWalkDrift(_Strict):
@@ -48,7 +47,7 @@ class RandomWalkDrift(_Strict):
     ``t`` ms is normal with standard deviation ``ppm_per_sqrt_ms * sqrt(t)``."""
 
     kind: Literal["random_walk"]
-    ppm_per_sqrt_ms: Annotated[Finite, Field(ge=0, le=1000)]
+    ppm_per_sqrt_ms: number(0.0, 1000.0)
 
 
 Drift = Annotated[
@@ -66,7 +65,7 @@ class ClockConfig(_Strict):
     """
 
     enabled: bool = True
-    ppm: Annotated[Finite, Field(ge=0, le=MAX_PPM)] = 300.0
+    ppm: number(0.0, MAX_PPM) = 300.0
     ppm_distribution: Literal["uniform", "normal"] = "uniform"
     drift: Drift = Field(
         default_factory=lambda: RandomWalkDrift(kind="random_walk", ppm_per_sqrt_ms=0.1)

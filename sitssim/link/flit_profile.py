@@ -14,7 +14,7 @@ from sitssim.link.replay import (
     SPEC_MIN_REPLAY_TIMEOUT_FLITS,
     SPEC_REPLAY_NUM_BITS,
 )
-from sitssim.quantities import MAX_ITEMS, Time, count
+from sitssim.quantities import MAX_ITEMS, Time, count, number
 
 
 class FlitProfile(BaseModel):
@@ -29,8 +29,9 @@ class FlitProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    pre_fec_ber: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    burst_propagation: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.5
+    # 1 would put every symbol in error: no flit could ever pass, so 1 itself is out.
+    pre_fec_ber: number(0.0, 1.0, open_high=True) | None = None
+    burst_propagation: number(0.0, 1.0, open_high=True) = 0.5
     replay_timeout_flits: count(1, MAX_ITEMS) = SPEC_MIN_REPLAY_TIMEOUT_FLITS
     max_unacknowledged_flits: Annotated[
         int, Field(ge=1, le=SPEC_MAX_UNACKNOWLEDGED_FLITS, strict=True)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from sitssim.errors import shown
 from sitssim.phy.presets import PRESET_NAMES
-from sitssim.quantities import MAX_DB, PositiveTime, Time, count
+from sitssim.quantities import MAX_DB, PositiveTime, Time, count, number
 from sitssim.units import NUMBER
 
 # ASCII (units.NUMBER): '٥dB' must not be read as 5 dB.
@@ -72,7 +72,7 @@ UnitIntervals = Annotated[
     Field(ge=0, lt=0.5, allow_inf_nan=False),
 ]
 NonNegTime = Time
-Ber = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Ber = number(0.0, 1.0)
 # Retrain counters: a 16-bit hardware counter of training cycles.
 RetrainWindows = count(1, 2**16 - 1)
 # Training sequences are drawn and equalised as one numpy array per LMS step.
@@ -115,7 +115,7 @@ class ChannelBlock(_Strict):
     loss_spread_db: Decibel = 0.0
     snr_db: PositiveDecibel = Field(default=30.0, description="receiver-input SNR")
     rj_ui: UnitIntervals = Field(default=0.01, description="random jitter, RMS")
-    dielectric_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.75
+    dielectric_fraction: number(0.0, 1.0) = 0.75
     pre_cursors: Annotated[int, Field(ge=0, le=8, strict=True)] = 2
     post_cursors: Annotated[int, Field(ge=1, le=256, strict=True)] = 12
 
@@ -166,11 +166,11 @@ class PhyProfile(_Strict):
     retrain_windows: RetrainWindows = SPEC_RETRAIN_WINDOWS
     retrain_threshold: Ber = SPEC_RETRAIN_THRESHOLD
     # 1e15 bits is 1000 s of a 1 Tb/s direction, beyond the longest simulated run.
-    training_cycle_bits: Annotated[float, Field(ge=1, le=1e15, allow_inf_nan=False)] = 1e9
+    training_cycle_bits: number(1.0, 1e15) = 1e9
     training_prbs: PrbsOrder = SPEC_TRAINING_PRBS
     training_symbols: SequenceSymbols = SPEC_TRAINING_SYMBOLS
     run_eq_phase3: bool = True
-    eq_ber_target: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 1e-4
+    eq_ber_target: number(0.0, 1.0, open_low=True, open_high=True) = 1e-4
     initial_preset: str = "Q4"
     train_ctrl: Annotated[int, Field(ge=0, le=3, strict=True)] = 0
     costs: PhyCosts = Field(default_factory=PhyCosts)
