@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 import difflib
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -486,10 +487,20 @@ class Scenario(_Strict):
 # --- loading -----------------------------------------------------------------
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*", re.ASCII)
+
+
 def _dotted(loc: Iterable[Any]) -> str:
+    """``workloads[0].load``; a key that is not a plain name is quoted (``links[' ']``),
+    so a blank or odd key still shows in the message."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(str(part)):
+            out += f"[{shown(str(part))}]"
+        else:
+            out += f".{part}" if out else str(part)
     return out
 
 

@@ -79,6 +79,7 @@ class _Bounds:
     def __init__(self, name: str, resolver: BaseResolver) -> None:
         self.name = name
         self.nodes = 0
+        self.first_line: int | None = None
         self.documents = 0
         # One entry per open collection: its anchor and the node count before it began.
         self.open: list[tuple[str | None, int]] = []
@@ -116,6 +117,8 @@ class _Bounds:
                 )
             self.anchored_at[anchor] = line
         self.nodes += 1
+        if self.first_line is None:
+            self.first_line = line
         if isinstance(event, ScalarEvent):
             self.scalar(event, line)
             if anchor is not None:
@@ -280,7 +283,7 @@ def load_yaml(raw: bytes, name: str) -> Any:
     yaml.Constructor = _LocatedConstructor
     yaml.parser.bounds = _Bounds(name, yaml.resolver)
     try:
-        return yaml.load(text)
+        data = yaml.load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -292,3 +295,9 @@ def load_yaml(raw: bytes, name: str) -> Any:
         ) from None
     except YAMLError as exc:
         raise InputError(f"not valid YAML: {exc}", file=name) from None
+    first = yaml.parser.bounds.first_line
+    if data is None and first is not None:
+        # `~`, `null` or an empty value: a document, just not a mapping.
+        message = "expected a mapping of scenario fields at the top level, got null"
+        raise InputError(message, file=name, line=first)
+    return data
