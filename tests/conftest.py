@@ -32,6 +32,19 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 ScenarioData = dict[str, Any]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/ from this run (say why in the commit)",
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
 def _one_link(
     workloads: list[dict[str, Any]],
     duration: str = "20us",
