@@ -63,5 +63,18 @@ class InputError(Exception):
         return f"{where}:{field} {one_line(self.message, MESSAGE_CHARS)}"
 
 
+class LocatedValueError(ValueError):
+    """A config model's validation failure that knows which field it is about.
+
+    Raised inside a pydantic validator; ``loc`` is relative to the model that raises it,
+    so a nested model points at its own field and the loader prefixes where it sits.
+    """
+
+    def __init__(self, loc: tuple, message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+
+
 class InvariantViolation(RuntimeError):
     """The simulation broke one of its own online invariants."""

@@ -41,7 +41,7 @@ from pydantic import (
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.scalarbool import ScalarBoolean
 
-from sitssim.errors import InputError, shown
+from sitssim.errors import InputError, LocatedValueError, shown
 from sitssim.fabric.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
 from sitssim.link.cdc_profile import SynchronizerFlopsFault
 from sitssim.link.profile import LinkLayer
@@ -94,19 +94,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class _LocatedValueError(ValueError):
-    """A validation failure that knows which field it is about.
-
-    ``loc`` is relative to the model whose validator raises it, so a nested
-    model can point at its own field and the loader prefixes where it sits.
-    """
-
-    def __init__(self, loc: tuple, message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.message = message
-
-
 # --- links -------------------------------------------------------------------
 
 ENCODINGS = ("flit256", "128b130b", "8b10b", "none")
@@ -147,12 +134,12 @@ class FatTree(_Strict):
     @model_validator(mode="after")
     def _fits(self) -> FatTree:
         if self.levels == 1 and self.spines != 1:
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("spines",), "a one-level fat tree has a single switch; 'spines' must be 1"
             )
         capacity = self.radix**self.levels if self.spines == 1 else None
         if capacity is not None and self.gpus > capacity:
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("gpus",),
                 f"{self.gpus} GPUs do not fit a {self.levels}-level tree of radix "
                 f"{self.radix} (at most radix**levels = {capacity})",
@@ -162,14 +149,14 @@ class FatTree(_Strict):
             for _ in range(self.levels - 1):
                 below = -(-below // self.radix)
             if below > self.radix:
-                raise _LocatedValueError(
+                raise LocatedValueError(
                     ("gpus",),
                     f"{self.gpus} GPUs need {below} down ports on each spine "
                     f"but the radix is {self.radix}",
                 )
         links = self.link_count()
         if links > MAX_FABRIC_LINKS:
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("spines",) if self.spines > 1 else ("gpus",),
                 f"this tree has {links} links; sitssim builds fabrics of at most "
                 f"{MAX_FABRIC_LINKS} links",
@@ -207,12 +194,12 @@ class NVSwitchFabric(_Strict):
     @model_validator(mode="after")
     def _every_plane_reached(self) -> NVSwitchFabric:
         if self.links_per_gpu < self.planes:
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("links_per_gpu",),
                 f"{self.links_per_gpu} links per GPU cannot reach all {self.planes} planes",
             )
         if self.gpus * self.planes > MAX_FABRIC_LINKS:
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("planes",),
                 f"{self.gpus} GPUs on {self.planes} planes make {self.gpus * self.planes} "
                 f"GPU-plane links; sitssim builds fabrics of at most {MAX_FABRIC_LINKS}",
@@ -319,24 +306,24 @@ class SyntheticWorkload(_Strict):
         if (self.load is None) == (self.interval is None):
             raise ValueError("give exactly one of 'load' or 'interval'")
         if self.pattern == "pair" and (self.src is None or self.dst is None):
-            raise _LocatedValueError(("pattern",), "pattern 'pair' needs 'src' and 'dst'")
+            raise LocatedValueError(("pattern",), "pattern 'pair' needs 'src' and 'dst'")
         if self.pattern != "pair" and (self.src is not None or self.dst is not None):
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("src",) if self.src is not None else ("dst",),
                 "'src' and 'dst' belong to pattern 'pair'; use 'sources' instead",
             )
         if self.pattern == "pair" and self.src == self.dst:
-            raise _LocatedValueError(("dst",), "'src' and 'dst' must differ")
+            raise LocatedValueError(("dst",), "'src' and 'dst' must differ")
         if self.stop is not None and self.stop <= self.start:
-            raise _LocatedValueError(("stop",), "'stop' must come after 'start'")
+            raise LocatedValueError(("stop",), "'stop' must come after 'start'")
         if self.pattern == "pair" and self.sources is not None:
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("sources",), "'sources' does not apply to pattern 'pair'; 'src' is the source"
             )
         if self.pattern != "hotspot":
             for key in ("hotspot", "hotspot_fraction"):
                 if key in self.model_fields_set:
-                    raise _LocatedValueError((key,), f"'{key}' belongs to pattern 'hotspot'")
+                    raise LocatedValueError((key,), f"'{key}' belongs to pattern 'hotspot'")
         return self
 
 
@@ -434,34 +421,34 @@ class Scenario(_Strict):
         if isinstance(topo, GraphTopology):
             for i, edge in enumerate(topo.edges):
                 if edge.link not in profiles:
-                    raise _LocatedValueError(
+                    raise LocatedValueError(
                         ("topology", "edges", i, "link"),
                         f"unknown link profile {edge.link!r}; defined: {sorted(profiles)}",
                     )
         elif topo.link not in profiles:
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("topology", "link"),
                 f"unknown link profile {topo.link!r}; defined: {sorted(profiles)}",
             )
         tenants = [t.name for t in self.tenants]
         if len(set(tenants)) != len(tenants):
-            raise _LocatedValueError(("tenants",), "tenant names must be unique")
+            raise LocatedValueError(("tenants",), "tenant names must be unique")
         for i, wl in enumerate(self.workloads):
             if wl.tenant is not None and wl.tenant not in tenants:
-                raise _LocatedValueError(
+                raise LocatedValueError(
                     ("workloads", i, "tenant"), f"unknown tenant {wl.tenant!r}; defined: {tenants}"
                 )
             if wl.name is not None and any(o.name == wl.name for o in self.workloads[:i]):
-                raise _LocatedValueError(
+                raise LocatedValueError(
                     ("workloads", i, "name"), f"workload name {wl.name!r} is used twice"
                 )
             if isinstance(wl, SyntheticWorkload) and wl.stop is None and wl.start >= self.duration:
-                raise _LocatedValueError(
+                raise LocatedValueError(
                     ("workloads", i, "start"),
                     "'start' must come before 'duration' (or give a later 'stop')",
                 )
         if isinstance(self.switch.arbitration, list) and not self.switch.arbitration:
-            raise _LocatedValueError(("switch", "arbitration"), "give at least one latency")
+            raise LocatedValueError(("switch", "arbitration"), "give at least one latency")
         return self
 
     @property
@@ -719,7 +706,7 @@ def _first_problem(errors: list[dict], data: Any, source: SourceInfo) -> tuple[t
         missing = err["type"] in ("missing", "union_tag_not_found")
         loc, branch = _data_loc(raw, data, missing=missing)
         located = err.get("ctx", {}).get("error")
-        if isinstance(located, _LocatedValueError):
+        if isinstance(located, LocatedValueError):
             loc, message = loc + located.loc, located.message
         else:
             message = _message(err)

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from sitssim.errors import shown
+from sitssim.errors import LocatedValueError, shown
 from sitssim.link.cdc_fifo import CORNERS, MAX_DEPTH, closing_divider, flop_timing
 from sitssim.quantities import count
 from sitssim.units import NUMBER
@@ -86,16 +86,16 @@ class CdcProfile(BaseModel):
     @model_validator(mode="after")
     def _buildable(self) -> CdcProfile:
         if len(set(self.corners)) != len(self.corners):
-            raise _located(("corners",), "each corner may be listed once")
+            raise LocatedValueError(("corners",), "each corner may be listed once")
         ratio = self.write_clock / self.read_clock
         if ratio < 2 or abs(ratio - round(ratio)) > 1e-9:
-            raise _located(
+            raise LocatedValueError(
                 ("read_clock",),
                 f"the write clock must be a whole multiple (at least 2) of the read clock "
                 f"(the read word is that many narrow words wide); got a ratio of {ratio:g}",
             )
         if ratio > MAX_CLOCK_RATIO:
-            raise _located(
+            raise LocatedValueError(
                 ("read_clock",),
                 f"a write/read clock ratio of {ratio:g} makes a read word wider than the "
                 f"{MAX_CLOCK_RATIO} narrow words the FIFO model steps through",
@@ -104,7 +104,7 @@ class CdcProfile(BaseModel):
         for corner in self.corners:
             crossing = flop_timing(corner).crossing
             if crossing >= period_ps:
-                raise _located(
+                raise LocatedValueError(
                     ("write_clock",),
                     f"a PHYCLK period of {period_ps:g} ps is shorter than an asynchronous "
                     f"crossing at {corner} ({crossing:.1f} ps); the model needs a slower clock",
@@ -113,7 +113,7 @@ class CdcProfile(BaseModel):
             try:
                 closing_divider(self.synchronizer_flops, period_ps, self.read_clock)
             except ValueError as exc:
-                raise _located(
+                raise LocatedValueError(
                     ("synchronizer_flops",),
                     f"{exc}, so sync_clock_divider cannot be 'auto': give it explicitly",
                 ) from None
@@ -141,10 +141,3 @@ class SynchronizerFlopsFault(BaseModel):
     device: Annotated[str, Field(min_length=1, pattern=DEVICE_NAME)]
     peer: Annotated[str, Field(min_length=1, pattern=DEVICE_NAME)]
     flops: Flops
-
-
-def _located(loc: tuple, message: str) -> ValueError:
-    """A ``ValueError`` naming a sub-field, as the scenario loader reports it."""
-    from sitssim.scenario import _LocatedValueError
-
-    return _LocatedValueError(loc, message)

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from sitssim.errors import shown
+from sitssim.errors import LocatedValueError, shown
 from sitssim.phy.presets import PRESET_NAMES
 from sitssim.quantities import MAX_DB, PositiveTime, Time, count, number
 from sitssim.units import NUMBER
@@ -122,9 +122,7 @@ class ChannelBlock(_Strict):
     @model_validator(mode="after")
     def _spread_fits(self) -> ChannelBlock:
         if self.loss_spread_db > self.loss_db:
-            from sitssim.scenario import _LocatedValueError
-
-            raise _LocatedValueError(
+            raise LocatedValueError(
                 ("loss_spread_db",),
                 f"a spread of {self.loss_spread_db:g} dB around {self.loss_db:g} dB "
                 "would give links a negative loss",
@@ -286,14 +284,12 @@ class ChannelDrift(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> ChannelDrift:
-        from sitssim.scenario import _LocatedValueError
-
         if self.loss_db is None and self.snr_db is None:
             raise ValueError("give 'loss_db' and/or 'snr_db': what the channel drifts to")
         if self.kind == "ramp" and self.end is None:
-            raise _LocatedValueError(("end",), "a ramp needs 'end', when it reaches its values")
+            raise LocatedValueError(("end",), "a ramp needs 'end', when it reaches its values")
         if self.end is not None and self.end <= self.start:
-            raise _LocatedValueError(("end",), "'end' must come after 'start'")
+            raise LocatedValueError(("end",), "'end' must come after 'start'")
         return self
 
     def value_at(self, own: float, target: float | None, t_ns: float) -> float:

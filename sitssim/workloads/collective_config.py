@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from sitssim.errors import shown
+from sitssim.errors import LocatedValueError, shown
 from sitssim.quantities import MAX_BYTES, MAX_ITEMS, Size, Time, count
 from sitssim.units import UnitError, parse_size_bytes
 
@@ -50,13 +50,6 @@ Bandwidth = Annotated[
 ]
 
 
-def _located(loc: tuple, message: str) -> ValueError:
-    # Deferred: the scenario module imports this one.
-    from sitssim.scenario import _LocatedValueError
-
-    return _LocatedValueError(loc, message)
-
-
 class SizeSweep(BaseModel):
     """Sizes ``min``, ``min * factor``, ... up to ``max`` (inclusive when reached)."""
 
@@ -70,7 +63,7 @@ class SizeSweep(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> SizeSweep:
         if self.max < self.min:
-            raise _located(("max",), "'max' must be at least 'min'")
+            raise LocatedValueError(("max",), "'max' must be at least 'min'")
         return self
 
     def sizes(self) -> list[int]:
@@ -107,22 +100,22 @@ class CollectiveWorkload(BaseModel):
         if (self.sizes is None) == (self.sweep is None):
             raise ValueError("give exactly one of 'sizes' or 'sweep'")
         if self.sizes is not None and not self.sizes:
-            raise _located(("sizes",), "give at least one size")
+            raise LocatedValueError(("sizes",), "give at least one size")
         if self.algorithm in ALL_REDUCE_ONLY and self.operation != "all_reduce":
-            raise _located(
+            raise LocatedValueError(
                 ("algorithm",),
                 f"algorithm {self.algorithm!r} implements all_reduce only, "
                 f"not {self.operation}; use 'ring' or 'direct'",
             )
         if self.reduction_bandwidth is not None and self.operation == "all_gather":
-            raise _located(("reduction_bandwidth",), "an all_gather reduces nothing")
+            raise LocatedValueError(("reduction_bandwidth",), "an all_gather reduces nothing")
         if self.gpus is not None:
             if len(self.gpus) < 2:
-                raise _located(("gpus",), "a collective needs at least two GPUs")
+                raise LocatedValueError(("gpus",), "a collective needs at least two GPUs")
             seen: set[str] = set()
             for k, g in enumerate(self.gpus):
                 if g in seen:
-                    raise _located(("gpus", k), f"GPU {g!r} is listed twice")
+                    raise LocatedValueError(("gpus", k), f"GPU {g!r} is listed twice")
                 seen.add(g)
         return self
 

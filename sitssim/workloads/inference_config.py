@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sitssim.errors import LocatedValueError
 from sitssim.quantities import (
     MAX_BF16,
     MAX_GPUS,
@@ -66,32 +67,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _located(loc: tuple, message: str) -> ValueError:
-    from sitssim.scenario import _LocatedValueError
-
-    return _LocatedValueError(loc, message)
-
-
 def _resolve_model(spec: str | dict[str, Any], loc: tuple) -> ModelConfig:
     if isinstance(spec, str):
         if spec not in MODELS:
-            raise _located(loc, f"unknown model {spec!r}; built in: {sorted(MODELS)}")
+            raise LocatedValueError(loc, f"unknown model {spec!r}; built in: {sorted(MODELS)}")
         return MODELS[spec]
     try:
         return model_from_dict(spec)
     except (TypeError, ValueError) as exc:
-        raise _located(loc, str(exc)) from None
+        raise LocatedValueError(loc, str(exc)) from None
 
 
 def _resolve_gpu(spec: str | dict[str, Any], loc: tuple) -> GpuSpec:
     if isinstance(spec, str):
         if spec not in GPUS:
-            raise _located(loc, f"unknown GPU {spec!r}; built in: {sorted(GPUS)}")
+            raise LocatedValueError(loc, f"unknown GPU {spec!r}; built in: {sorted(GPUS)}")
         return GPUS[spec]
     try:
         return gpu_from_dict(spec)
     except (TypeError, ValueError) as exc:
-        raise _located(loc, str(exc)) from None
+        raise LocatedValueError(loc, str(exc)) from None
 
 
 # --- requests ------------------------------------------------------------------
@@ -114,16 +109,18 @@ class LengthDistribution(_Strict):
         allowed = {"fixed": set(), "uniform": set(), "lognormal": {"max"}}
         for key in needs[self.dist]:
             if getattr(self, key) is None:
-                raise _located((key,), f"distribution {self.dist!r} needs {key!r}")
+                raise LocatedValueError((key,), f"distribution {self.dist!r} needs {key!r}")
         for key in ("value", "low", "high", "median", "sigma", "max"):
             if (
                 key not in needs[self.dist]
                 and key not in allowed[self.dist]
                 and getattr(self, key) is not None
             ):
-                raise _located((key,), f"{key!r} does not belong to distribution {self.dist!r}")
+                raise LocatedValueError(
+                    (key,), f"{key!r} does not belong to distribution {self.dist!r}"
+                )
         if self.dist == "uniform" and self.high < self.low:
-            raise _located(("high",), "'high' must be at least 'low'")
+            raise LocatedValueError(("high",), "'high' must be at least 'low'")
         return self
 
 
@@ -183,16 +180,16 @@ class ActivationOptions(_Strict):
         if self.npz is not None:
             for key in ("distribution", "std", "nu"):
                 if key in self.model_fields_set:
-                    raise _located((key,), f"give either 'npz' or {key!r}, not both")
+                    raise LocatedValueError((key,), f"give either 'npz' or {key!r}, not both")
             return self
         if self.distribution == "student_t" and self.nu is None:
-            raise _located(("nu",), "a Student-t distribution needs 'nu' (> 2)")
+            raise LocatedValueError(("nu",), "a Student-t distribution needs 'nu' (> 2)")
         if self.distribution == "gaussian" and self.nu is not None:
-            raise _located(("nu",), "'nu' belongs to distribution 'student_t'")
+            raise LocatedValueError(("nu",), "'nu' belongs to distribution 'student_t'")
         for key in ("std", "nu"):
             value = getattr(self, key)
             if isinstance(value, list) and not value:
-                raise _located((key,), "give at least one value")
+                raise LocatedValueError((key,), "give at least one value")
         return self
 
 
@@ -290,36 +287,40 @@ class InferenceWorkload(_Strict):
         model = _resolve_model(self.model, ("model",))
         _resolve_gpu(self.gpu, ("gpu",))
         if self.gpus is not None and self.stages is not None:
-            raise _located(("stages",), "give either 'gpus' (one stage) or 'stages', not both")
+            raise LocatedValueError(
+                ("stages",), "give either 'gpus' (one stage) or 'stages', not both"
+            )
         if self.stages is not None:
             if not self.stages:
-                raise _located(("stages",), "give at least one stage")
+                raise LocatedValueError(("stages",), "give at least one stage")
             sizes = {len(stage) for stage in self.stages}
             if 0 in sizes:
-                raise _located(("stages",), "every stage needs at least one GPU")
+                raise LocatedValueError(("stages",), "every stage needs at least one GPU")
             if len(sizes) > 1:
-                raise _located(
+                raise LocatedValueError(
                     ("stages",), f"every stage needs the same number of GPUs, got {sorted(sizes)}"
                 )
             if len(self.stages) > model.n_layers:
-                raise _located(
+                raise LocatedValueError(
                     ("stages",),
                     f"{len(self.stages)} stages for {model.n_layers} layers: at most one "
                     "stage per layer",
                 )
             flat = [g for stage in self.stages for g in stage]
             if len(set(flat)) != len(flat):
-                raise _located(("stages",), "a GPU appears in more than one stage or twice")
+                raise LocatedValueError(
+                    ("stages",), "a GPU appears in more than one stage or twice"
+                )
             if self.engine.speculation is not None and len(self.stages) > 1:
-                raise _located(
+                raise LocatedValueError(
                     ("engine", "speculation"),
                     "speculative decoding is modelled on a single stage (no 'stages' pipeline)",
                 )
         if isinstance(self.gpus, list):
             if not self.gpus:
-                raise _located(("gpus",), "give at least one GPU")
+                raise LocatedValueError(("gpus",), "give at least one GPU")
             if len(set(self.gpus)) != len(self.gpus):
-                raise _located(("gpus",), "a GPU is listed twice")
+                raise LocatedValueError(("gpus",), "a GPU is listed twice")
         tp = self.tensor_parallel
         if tp is not None:
             where = ("stages",) if self.stages is not None else ("gpus",)
@@ -328,7 +329,7 @@ class InferenceWorkload(_Strict):
             ):
                 for dim in ("n_heads", "ffn_hidden"):
                     if getattr(m, dim) % tp:
-                        raise _located(
+                        raise LocatedValueError(
                             where,
                             f"{tp} tensor-parallel GPUs do not divide {dim}="
                             f"{getattr(m, dim)} of {m.name!r}",

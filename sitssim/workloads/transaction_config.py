@@ -11,19 +11,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sitssim.errors import LocatedValueError
 from sitssim.quantities import Fraction, Interval, PositiveTime, Size, Time, count
 
 # PCIe requester IDs (bus/device/function) and read tags are 16-bit name spaces at most.
 RequesterIds = count(1, 2**16)
 ReorderTags = count(1, 2**16)
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
-
-
-def _located(loc: tuple, message: str) -> ValueError:
-    # Deferred: the scenario module imports this one.
-    from sitssim.scenario import _LocatedValueError
-
-    return _LocatedValueError(loc, message)
 
 
 class TransactionWorkload(BaseModel):
@@ -54,16 +48,16 @@ class TransactionWorkload(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> TransactionWorkload:
         if self.atc_hit_ratio < 1 and self.atc_miss_latency is None:
-            raise _located(
+            raise LocatedValueError(
                 ("atc_miss_latency",),
                 "an ATC hit ratio below 1 needs 'atc_miss_latency' (the cost of a miss)",
             )
         if self.stop is not None and self.stop <= self.start:
-            raise _located(("stop",), "'stop' must come after 'start'")
+            raise LocatedValueError(("stop",), "'stop' must come after 'start'")
         if self.targets is not None:
             if not self.targets:
-                raise _located(("targets",), "give at least one target")
+                raise LocatedValueError(("targets",), "give at least one target")
             for k, t in enumerate(self.targets):
                 if t in self.targets[:k]:
-                    raise _located(("targets", k), f"target {t!r} is listed twice")
+                    raise LocatedValueError(("targets", k), f"target {t!r} is listed twice")
         return self
