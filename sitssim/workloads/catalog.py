@@ -29,6 +29,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from sitssim.errors import shown
+
 NUMBER_FORMATS: Mapping[str, np.dtype] = MappingProxyType(
     {
         "fp32": np.dtype(np.float32),
@@ -55,9 +57,24 @@ def is_fp8(name: str) -> bool:
     return format_bytes(name) == 1
 
 
+# Implementation ranges of an inline model or GPU (never a claim about real hardware):
+# per-layer and per-head arrays are drawn for every decode position, so layers and heads
+# stay in the thousands (the largest open models have about 126 layers and 128 heads);
+# widths and vocabularies stay below 2^20 (the largest vocabulary is about 2^18); rates
+# and capacities below 1e21 per second or bytes (HBM is about 1e13 B/s, FP8 about 1e16).
+MAX_LAYERS_OR_HEADS = 4096
+MAX_MODEL_WIDTH = 2**20
+MAX_GPU_FIGURE = 1e21
+_SMALL_FIELDS = frozenset({"n_layers", "n_heads", "n_kv_heads"})
+
+
 def _require_positive_int(owner: str, field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{owner}: field {field!r} must be a positive integer, got {value!r}")
+    high = MAX_LAYERS_OR_HEADS if field in _SMALL_FIELDS else MAX_MODEL_WIDTH
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= high:
+        raise ValueError(
+            f"{owner}: field {field!r} must be a whole number from 1 to {high}, "
+            f"got {shown(value)}"
+        )
 
 
 def _require_positive_float(owner: str, field: str, value: object) -> None:
@@ -65,9 +82,12 @@ def _require_positive_float(owner: str, field: str, value: object) -> None:
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or value <= 0
+        or not 0 < value <= MAX_GPU_FIGURE
     ):
-        raise ValueError(f"{owner}: field {field!r} must be a positive number, got {value!r}")
+        raise ValueError(
+            f"{owner}: field {field!r} must be a positive number up to {MAX_GPU_FIGURE:g}, "
+            f"got {shown(value)}"
+        )
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,27 @@ CASES = [
         id="inline-gpu-negative",
     ),
     pytest.param(
+        HEAD
+        + mark(
+            "    model: {name: m, n_layers: 1000000000, hidden: 64, n_heads: 4, n_kv_heads: 4,"
+            " ffn_hidden: 128, vocab: 1000}"
+        )
+        + REQUESTS,
+        "workloads[0].model",
+        "'n_layers' must be a whole number from 1 to 4096, got 1000000000",
+        id="inline-model-too-deep",
+    ),
+    pytest.param(
+        HEAD
+        + mark(
+            "    gpu: {name: g, hbm_bytes_per_s: 1e300, memory_bytes: 1, bf16_flops_per_s: 1}"
+        )
+        + REQUESTS,
+        "workloads[0].gpu",
+        "'hbm_bytes_per_s' must be a positive number up to 1e+21, got 1e+300",
+        id="inline-gpu-beyond-range",
+    ),
+    pytest.param(
         HEAD + mark("    gpus: 3") + REQUESTS,
         "workloads[0].gpus",
         "do not divide n_heads=32",
