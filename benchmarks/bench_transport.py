@@ -35,10 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from naive_transport import NaiveTransport, naive_ports, route_table
 
 from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import Scenario, SyntheticWorkload, load_scenario
-from sitssim.workloads.synthetic import Schedule, build_schedule
+from sitssim.workloads.synthetic import build_schedule
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "fat_tree_8gpu.yaml"
 TARGET_VS_NAIVE = 3.0

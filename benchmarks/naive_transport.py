@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import simpy
 
 from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
-from sitssim.workloads.synthetic import Schedule
 
 
 @dataclass(frozen=True)

@@ -66,9 +66,9 @@ from sitssim.fabric.clock_params import (
     OrderedSetWithoutStamp,
 )
 from sitssim.fabric.clocks import NS_PER_MS, DeviceClock, Stamper, build_clocks
+from sitssim.fabric.messages import KIND_CLOCK_SYNC, KIND_FENCE
 from sitssim.link.ordered_sets import UnstampedSets, ordered_sets_table
 from sitssim.units import format_time_ns
-from sitssim.workloads.synthetic import KIND_CLOCK_SYNC, KIND_FENCE
 
 if TYPE_CHECKING:
     import simpy

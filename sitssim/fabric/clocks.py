@@ -36,7 +36,7 @@ from sitssim.fabric.clock_params import (
     LinearDrift,
     RandomWalkDrift,
 )
-from sitssim.workloads.synthetic import component_rng
+from sitssim.rng import component_rng
 
 DRIFT_GRID_NS = 1000.0
 PPM = 1e-6

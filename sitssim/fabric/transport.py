@@ -42,15 +42,12 @@ from functools import partial
 import simpy
 
 from sitssim.errors import InvariantViolation
+from sitssim.fabric.messages import FC_CLASS_OF_KIND, KIND_PROBE_COMPLETION, KIND_PROBE_REQUEST
 from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
-from sitssim.link.credit_stage import FC_CLASS_OF_KIND, FC_POSTED, Cost, CreditLink
+from sitssim.link.credit_stage import FC_POSTED, Cost, CreditLink
 from sitssim.link.flit_link import TLP_BYTES_PER_FLIT, FlitLink
-from sitssim.workloads.synthetic import (
-    KIND_PROBE_COMPLETION,
-    KIND_PROBE_REQUEST,
-    Schedule,
-)
 
 # Progress reports per expected run, and the shortest run they are spread over.
 PROGRESS_TICKS = 50

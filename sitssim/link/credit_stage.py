@@ -30,21 +30,11 @@ from sitssim.errors import InvariantViolation
 from sitssim.fabric.topology import Fabric
 from sitssim.link.credits import DATA_CREDIT_BYTES, INFINITE, FcClass
 from sitssim.scenario import Scenario
-from sitssim.workloads.synthetic import KIND_NAMES
 
+# Per-class arrays are indexed in the enum's order; each message kind's class, as such an
+# index, is declared with the kind (sitssim.fabric.messages.FC_CLASS_OF_KIND).
 FC_CLASSES: tuple[FcClass, ...] = tuple(FcClass)
 N_CLASSES = len(FC_CLASSES)
-# Which flow-control class (an index into FC_CLASSES) each message kind travels in: reads
-# are non-posted, their completions completions; everything else is a posted write.
-_NON_POSTED = {
-    "probe_request": FcClass.NP,
-    "txn_read": FcClass.NP,
-    "probe_completion": FcClass.CPL,
-    "txn_completion": FcClass.CPL,
-}
-FC_CLASS_OF_KIND: tuple[int, ...] = tuple(
-    FC_CLASSES.index(_NON_POSTED.get(name, FcClass.P)) for name in KIND_NAMES
-)
 FC_POSTED = FC_CLASSES.index(FcClass.P)
 
 Cost = tuple[int, int, int]

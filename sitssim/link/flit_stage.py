@@ -10,8 +10,8 @@ from sitssim.fabric.topology import Fabric
 from sitssim.link.flit import BurstModel, flit_error_rates, flit_time_ns
 from sitssim.link.flit_link import FlitLink, Recover, ReplayLog
 from sitssim.link.replay import NakPolicy, ReplayProfile
+from sitssim.rng import component_rng
 from sitssim.scenario import Scenario
-from sitssim.workloads.synthetic import component_rng
 
 
 @dataclass

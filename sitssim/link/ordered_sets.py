@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from sitssim.link.flit import flit_time_ns
-from sitssim.workloads.synthetic import component_rng
+from sitssim.rng import component_rng
 
 if TYPE_CHECKING:
     from sitssim.fabric.clocks import DeviceClock

@@ -43,6 +43,7 @@ from sitssim.phy.equalizer import EqProfile, equalize, estimate_ber
 from sitssim.phy.links import PhyLink
 from sitssim.phy.profile import ChannelDrift
 from sitssim.phy.training import LinkTrace, retrain
+from sitssim.rng import component_rng
 
 
 def drifted_channel(
@@ -61,8 +62,6 @@ def drifted_channel(
 @lru_cache(maxsize=512)
 def adapted_ber(channel: ChannelProfile, tx_preset: str, training_symbols: int, seed: int) -> float:
     """BER of a receiver adapted to ``channel`` behind the partner's ``tx_preset``."""
-    from sitssim.workloads.synthetic import component_rng
-
     rng = component_rng(seed, "phy", "adapted", repr(channel), tx_preset, training_symbols)
     eq = EqProfile(block_symbols=training_symbols, initial_preset=tx_preset)
     z, d = equalize(channel, rng, eq.final_eval_blocks * training_symbols, 1, tx_preset, eq)
@@ -140,8 +139,6 @@ def monitor(
     ``channel_at(link, t_phy_ns)`` is the link's channel at a PHY-clock time.
     Returns the ``ber_windows`` rows; retrainings are appended to the traces.
     """
-    from sitssim.workloads.synthetic import component_rng
-
     rows: list[dict] = []
     for trace in traces:
 

@@ -22,6 +22,7 @@ from sitssim.errors import InputError
 from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.pam4 import BITS_PER_SYMBOL
 from sitssim.phy.profile import PHY_FAULTS, ChannelDrift, PhyProfile
+from sitssim.rng import component_rng
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
@@ -72,8 +73,6 @@ def _rank(fabric: Fabric, node: str) -> tuple[int, int]:
 
 
 def _spread_losses(scenario: Scenario, names: list[str], profile: str) -> dict[str, float]:
-    from sitssim.workloads.synthetic import component_rng
-
     block = scenario.links[profile].channel
     if block.loss_spread_db == 0:
         return {n: block.loss_db for n in names}

@@ -79,6 +79,7 @@ from sitssim.phy.pam4 import gray_decode, gray_encode, slice_symbols
 from sitssim.phy.prbs import POLYNOMIALS, PrbsChecker, prbs
 from sitssim.phy.presets import PRESET_NAMES
 from sitssim.phy.profile import SPEC_TRAINING_PRBS, PhyProfile
+from sitssim.rng import component_rng
 
 # Ordered sets (each a training sequence of the device's length) per state: PCIe's
 # Polling.Active sends at least 1024; a handshake state receives 8 and sends 16 after
@@ -280,8 +281,6 @@ class GroupPhysics:
 @lru_cache(maxsize=128)
 def group_physics(key: PhysicsKey, n_links: int, seed: int, tag: str) -> GroupPhysics:
     """Train ``n_links`` links sharing ``key`` at the signal level (one batch)."""
-    from sitssim.workloads.synthetic import component_rng
-
     rng = component_rng(seed, "phy", tag, repr(key), n_links)
     eq = key.eq_profile()
     source = PrbsTrainingSource(key.training_prbs, rng, 2 * n_links)

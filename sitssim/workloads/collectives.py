@@ -55,6 +55,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from sitssim.fabric.messages import KIND_COLLECTIVE
 from sitssim.workloads.collective_config import (
     ALGORITHMS,
     ALL_REDUCE_ONLY,
@@ -203,9 +204,6 @@ class _Collective:
         )
         if reduce_bytes_per_ns is not None and not reduce_bytes_per_ns > 0:
             raise ValueError(f"reduce_bytes_per_ns must be positive, got {reduce_bytes_per_ns}")
-        # Deferred: synthetic imports the scenario schema, which imports this module.
-        from sitssim.workloads.synthetic import KIND_COLLECTIVE
-
         self._kind = KIND_COLLECTIVE
         self.transport = transport
         self.env = transport.env

@@ -60,9 +60,12 @@ import pandas as pd
 import simpy
 
 from sitssim.errors import InputError
+from sitssim.fabric.messages import KIND_DATA
 from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
+from sitssim.rng import component_rng
 from sitssim.scenario import Scenario
 from sitssim.workloads.catalog import ModelConfig
 from sitssim.workloads.collective_config import ALL_REDUCE_ONLY
@@ -95,7 +98,6 @@ from sitssim.workloads.inference_config import (
     TraceRequests,
 )
 from sitssim.workloads.mhf import derive_layout, prepend_marker
-from sitssim.workloads.synthetic import KIND_DATA, Schedule, component_rng
 from sitssim.workloads.tokens import (
     FRAME_SIZE_BYTES,
     NS_PER_MS,

@@ -45,7 +45,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from sitssim.fabric.messages import KIND_TXN_COMPLETION, KIND_TXN_READ, KIND_TXN_WRITE
 from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp, TxnClass
+from sitssim.rng import component_rng
 from sitssim.workloads.transaction_config import TransactionWorkload
 
 if TYPE_CHECKING:
@@ -89,8 +91,6 @@ class TransactionRun:
     _rob_full_seen: bool = False
 
     def arm(self, scenario: Scenario) -> None:
-        from sitssim.workloads.synthetic import component_rng
-
         self.rob = ReorderBuffer(self.wl.rob_depth)
         wl = self.wl
         name = wl.name or f"#{self.index}"
@@ -164,8 +164,6 @@ class TransactionRun:
             self._stall_since = None
 
     def _inject(self, txn: _Txn, now: float) -> None:
-        from sitssim.workloads.synthetic import KIND_TXN_READ, KIND_TXN_WRITE
-
         txn.t_issue = now
         read = txn.tlp.cls is TxnClass.NON_POSTED
         txn.request_msg = self.transport.inject(
@@ -189,8 +187,6 @@ class TransactionRun:
             self._send_completion(txn, None)
 
     def _send_completion(self, txn: _Txn, _ev: Any) -> None:
-        from sitssim.workloads.synthetic import KIND_TXN_COMPLETION
-
         txn.completion_msg = self.transport.inject(
             self.target_nodes[txn.target],
             self.requester_node,

@@ -26,57 +26,13 @@ its outgoing links together.
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass
-
 import numpy as np
 
+from sitssim.fabric.messages import KIND_DATA, KIND_PROBE_REQUEST
+from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
+from sitssim.rng import component_rng
 from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
-
-# Every message kind of a run, one list so that no two layers can take the same code.
-KIND_DATA = 0
-KIND_PROBE_REQUEST = 1
-KIND_PROBE_COMPLETION = 2
-KIND_CLOCK_SYNC = 3
-KIND_FENCE = 4
-KIND_COLLECTIVE = 5
-KIND_TXN_WRITE = 6
-KIND_TXN_READ = 7
-KIND_TXN_COMPLETION = 8
-KIND_NAMES = (
-    "data",
-    "probe_request",
-    "probe_completion",
-    "clock_sync",
-    "fence",
-    "collective",
-    "txn_write",
-    "txn_read",
-    "txn_completion",
-)
-
-
-def component_rng(seed: int, *name: object) -> np.random.Generator:
-    """A generator for one named component: adding a component never shifts another's stream."""
-    key = zlib.crc32("/".join(map(str, name)).encode())
-    return np.random.default_rng(np.random.SeedSequence([seed, key]))
-
-
-@dataclass
-class Schedule:
-    """Pre-drawn injections, sorted by time (ties keep workload, then source order)."""
-
-    t_ns: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    size: np.ndarray
-    tenant: np.ndarray
-    kind: np.ndarray
-    workload: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.t_ns)
 
 
 def _arrival_times(

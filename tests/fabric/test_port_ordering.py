@@ -16,17 +16,13 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sitssim.fabric.messages import KIND_TXN_COMPLETION, KIND_TXN_READ, KIND_TXN_WRITE
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.link.credit_stage import build_credit_stage
 from sitssim.scenario import scenario_from_data
-from sitssim.workloads.synthetic import (
-    KIND_TXN_COMPLETION,
-    KIND_TXN_READ,
-    KIND_TXN_WRITE,
-    build_schedule,
-)
+from sitssim.workloads.synthetic import build_schedule
 
 WRITE, READ, COMPLETION = KIND_TXN_WRITE, KIND_TXN_READ, KIND_TXN_COMPLETION
 # A credit that comes back long after a message's flight, so waiting for one shows.

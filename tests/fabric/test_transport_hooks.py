@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import simpy
 
+from sitssim.fabric.messages import KIND_DATA
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import scenario_from_data
-from sitssim.workloads.synthetic import KIND_DATA, build_schedule
+from sitssim.workloads.synthetic import build_schedule
 
 
 def idle_transport(one_link_data: Callable[..., dict[str, Any]]) -> Transport:

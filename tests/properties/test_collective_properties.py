@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import scenario_from_data
@@ -25,7 +26,6 @@ from sitssim.workloads.collectives import (
     ring_all_reduce_lower_bound_ns,
     start_all_reduce,
 )
-from sitssim.workloads.synthetic import Schedule
 
 
 def idle(topology: dict[str, Any], lanes: int) -> tuple[Fabric, Transport]:

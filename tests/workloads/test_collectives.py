@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from sitssim.cli import app
 from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import load_scenario, scenario_from_data
@@ -33,7 +34,6 @@ from sitssim.workloads.collectives import (
     start_all_reduce,
     start_reduce_scatter,
 )
-from sitssim.workloads.synthetic import Schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 NVSWITCH = {"kind": "nvswitch", "gpus": 8}

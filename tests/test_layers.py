@@ -1,0 +1,233 @@
+"""Imports between sitssim modules point down the layers (docs: ARCHITECTURE.md, "Layers").
+
+The graph is read from the source with ``ast``, not from ``sys.modules``, so it counts
+every import statement wherever it sits: module level, deferred inside a function, and
+under ``if TYPE_CHECKING:``. A deferred import hides a cycle from the interpreter, not
+from the design, so it counts the same. As in import-linter (grimp), an import names the
+module it names: ``import a.b.c`` is an edge to ``a.b.c`` only, not to the packages
+``a`` and ``a.b`` the interpreter also runs on the way.
+
+The layer rules that already hold are asserted outright. What still breaks them is listed,
+each entry with why it is still there: the modules in import cycles (``IN_CYCLES``) and
+the imports from a lower engine layer into a higher one (``UPWARD_IN_ENGINE``). What the
+graph shows may only ever be a subset of those lists, so they can shrink and never grow.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import sitssim
+
+PACKAGE_DIR = Path(sitssim.__file__).parent
+
+# Layers below the workloads: the engine and what it is built from.
+ENGINE_PACKAGES = ("sitssim.phy", "sitssim.link", "sitssim.fabric")
+# What the engine must never import: the drivers above it and the top of the stack.
+ABOVE_ENGINE = ("sitssim.workloads", "sitssim.results", "sitssim.cli", "sitssim.studies")
+# The bottom layer: every other module may import these, so they import only each other.
+LEAVES = frozenset(
+    {"sitssim.units", "sitssim.errors", "sitssim.rng", "sitssim.quantities", "sitssim.files"}
+)
+
+# Every module still in an import cycle, and why. Remove a module from this list when a
+# move takes it out of the cycle; never add one.
+IN_CYCLES = frozenset(
+    {
+        # rob_stall_study (workloads/requests.py) runs whole simulations, so the driver
+        # imports the orchestrator (deferred) that imports the driver; preflight sits on
+        # the way back, running the driver's checks for the orchestrator.
+        "sitssim.workloads.requests",
+        "sitssim.simulation",
+        "sitssim.preflight",
+    }
+)
+
+# Imports from a lower engine layer into a higher one (phy < link < fabric) that remain:
+# each is a stage (wiring) module inside a layer, or a model module typed against the
+# fabric, and goes when the stages move out of the layers. The list may only shrink.
+UPWARD_IN_ENGINE = frozenset(
+    {
+        ("sitssim.link.cdc_stage", "sitssim.fabric.topology"),
+        ("sitssim.link.credit_stage", "sitssim.fabric.topology"),
+        ("sitssim.link.flit_stage", "sitssim.fabric.topology"),
+        ("sitssim.link.ordered_sets", "sitssim.fabric.clocks"),
+        ("sitssim.link.ordered_sets", "sitssim.fabric.topology"),
+        ("sitssim.phy.diag", "sitssim.fabric.topology"),
+        ("sitssim.phy.links", "sitssim.fabric.topology"),
+        ("sitssim.phy.stage", "sitssim.fabric.topology"),
+        ("sitssim.phy.stage", "sitssim.fabric.transport"),
+    }
+)
+
+
+def module_name(path: Path, root: Path) -> str:
+    """The dotted name of the module at ``path`` in the package rooted at ``root``."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(name: str, modules: set[str]) -> str | None:
+    """The module an imported dotted name means: itself, or the longest prefix that is a
+    module (``pkg.mod.attr`` is an attribute of ``pkg.mod``); ``None`` if it is outside."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool) -> list[str]:
+    """The dotted names one import statement may refer to, most specific first."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        # Relative: level 1 is the importer's own package.
+        package = importer if is_package else importer.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{base}" if base else package
+    # ``from pkg import mod`` imports the submodule; ``from mod import name`` the module.
+    return [f"{base}.{alias.name}" for alias in node.names] + [base]
+
+
+def import_graph(root: Path) -> nx.DiGraph:
+    """Edges ``importer -> imported`` between the modules of the package at ``root``,
+    counting every import statement in a module wherever it sits."""
+    files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    modules = set(files)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for importer, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            names = _targets(node, importer, is_package)
+            if isinstance(node, ast.ImportFrom):
+                # Submodules named in the list, and the module the other names come from.
+                subs = [n for n in names[:-1] if n in modules]
+                names = subs if len(subs) == len(node.names) else [*subs, names[-1]]
+            for name in names:
+                target = _resolve(name, modules)
+                if target is not None and target != importer:
+                    graph.add_edge(importer, target)
+    return graph
+
+
+def modules_in_cycles(graph: nx.DiGraph) -> set[str]:
+    """Every module in an import cycle: the strongly connected components of two or more."""
+    return {m for scc in nx.strongly_connected_components(graph) if len(scc) > 1 for m in scc}
+
+
+def _under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+@pytest.fixture(scope="module")
+def graph() -> nx.DiGraph:
+    return import_graph(PACKAGE_DIR)
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "pkg"
+
+
+def test_graph_counts_deferred_type_checking_and_relative_imports(tmp_path: Path) -> None:
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low.py": "import numpy\n",
+            "pkg/mid/__init__.py": "from . import part\n",
+            "pkg/mid/part.py": (
+                "from typing import TYPE_CHECKING\n"
+                "from ..low import thing\n"
+                "if TYPE_CHECKING:\n"
+                "    from pkg.top import Top\n"
+            ),
+            "pkg/top.py": (
+                "import pkg.mid.part\n"
+                "def later():\n"
+                "    from pkg import low\n"
+                "    from pkg.mid.part import name\n"
+            ),
+        },
+    )
+    graph = import_graph(root)
+    assert set(graph.edges) == {
+        ("pkg.mid", "pkg.mid.part"),
+        ("pkg.mid.part", "pkg.low"),
+        ("pkg.mid.part", "pkg.top"),
+        ("pkg.top", "pkg.mid.part"),
+        ("pkg.top", "pkg.low"),
+    }
+    # The TYPE_CHECKING import and the module-level one close a cycle; numpy is outside.
+    assert modules_in_cycles(graph) == {"pkg.mid.part", "pkg.top"}
+
+
+def test_graph_of_an_acyclic_package_has_no_cycle(tmp_path: Path) -> None:
+    root = _write(
+        tmp_path,
+        {"pkg/__init__.py": "", "pkg/a.py": "from pkg.b import x\n", "pkg/b.py": "y = 1\n"},
+    )
+    graph = import_graph(root)
+    assert set(graph.edges) == {("pkg.a", "pkg.b")}
+    assert modules_in_cycles(graph) == set()
+
+
+def test_graph_sees_the_whole_package(graph: nx.DiGraph) -> None:
+    # A builder that silently read nothing would pass every rule below.
+    assert {"sitssim.fabric.transport", "sitssim.rng", "sitssim.workloads.synthetic"} <= set(
+        graph
+    )
+    assert graph.has_edge("sitssim.fabric.transport", "sitssim.fabric.messages")
+    assert graph.has_edge("sitssim.workloads.synthetic", "sitssim.rng")
+
+
+def test_engine_imports_nothing_above_it(graph: nx.DiGraph) -> None:
+    upward = sorted(
+        (a, b)
+        for a, b in graph.edges
+        if _under(a, ENGINE_PACKAGES) and _under(b, ABOVE_ENGINE)
+    )
+    assert upward == []
+
+
+def test_leaves_import_only_leaves(graph: nx.DiGraph) -> None:
+    assert set(graph) >= LEAVES
+    escapes = sorted((a, b) for a, b in graph.edges if a in LEAVES and b not in LEAVES)
+    assert escapes == []
+
+
+def _engine_rank(module: str) -> int | None:
+    for rank, package in enumerate(ENGINE_PACKAGES):
+        if _under(module, (package,)):
+            return rank
+    return None
+
+
+def test_upward_imports_inside_the_engine_only_shrink(graph: nx.DiGraph) -> None:
+    upward = set()
+    for a, b in graph.edges:
+        ra, rb = _engine_rank(a), _engine_rank(b)
+        if ra is not None and rb is not None and rb > ra:
+            upward.add((a, b))
+    assert sorted(upward - UPWARD_IN_ENGINE) == []
+
+
+def test_import_cycles_only_shrink(graph: nx.DiGraph) -> None:
+    new = sorted(modules_in_cycles(graph) - IN_CYCLES)
+    assert new == [], f"modules newly in an import cycle: {new}"
