@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import simpy
 
-import sitssim.spec.catalogue
-import sitssim.spec.clock_clauses  # (registers the clock and skew judges)
-import sitssim.spec.fabric_clauses  # (registers the L3 judges)
-import sitssim.spec.link_clauses  # (registers the L2 CDC judges)
-import sitssim.spec.phy_clauses  # (registers the L1 judges)
-import sitssim.spec.token_clauses  # noqa: F401  (registers the L5 token judges)
 from sitssim.fabric.clock_sync import attach_clocks
+from sitssim.fabric.messages import (
+    KIND_DATA,
+    KIND_NAMES,
+    KIND_PROBE_COMPLETION,
+    KIND_PROBE_REQUEST,
+)
 from sitssim.fabric.oracles import ThroughputBound, throughput_bound, zero_load_latency_ns
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
@@ -42,13 +42,7 @@ from sitssim.workloads.requests import (
     transaction_probe_rows,
     transaction_tables,
 )
-from sitssim.workloads.synthetic import (
-    KIND_DATA,
-    KIND_NAMES,
-    KIND_PROBE_COMPLETION,
-    KIND_PROBE_REQUEST,
-    build_schedule,
-)
+from sitssim.workloads.synthetic import build_schedule
 
 # Oracle comparisons allow for float rounding along a route's sum of delays.
 ORACLE_RTOL = 1e-9
@@ -64,7 +58,6 @@ class RunResult:
     metrics: dict[str, object]
     simulated_ns: float
     throughput: ThroughputBound
-    facts: dict[str, object] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Verdict]:
@@ -175,6 +168,13 @@ def _nodes_table(fabric: Fabric) -> pd.DataFrame:
     )
 
 
+def _config_table(scenario: Scenario) -> pd.DataFrame:
+    """The configured values a clause is judged against, as one row (NaN: not configured):
+    judges read tables, never the scenario."""
+    window = scenario.root_complex.tso_window
+    return pd.DataFrame({"tso_window_ns": [np.nan if window is None else float(window)]})
+
+
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
     if len(values) == 0:
         return {"mean": None, "p50": None, "p99": None, "p999": None, "max": None}
@@ -281,6 +281,7 @@ def simulate(
         )
     tables["links"] = _links_table(transport, fabric, simulated_ns)
     tables["nodes"] = _nodes_table(fabric)
+    tables["config"] = _config_table(scenario)
     tables.update(phy.tables())
     tables.update(cdc)
     tables.update(flit.tables())
@@ -292,8 +293,7 @@ def simulate(
     if inference:
         tables.update(inference_tables(inference))
     bound = throughput_bound(fabric, router.routes, tables["messages"], scenario.duration)
-    ctx = RunContext(scenario=scenario, fabric=fabric, tables=tables)
-    verdicts = judge_all(ctx)
+    verdicts = judge_all(RunContext(tables=tables))
     metrics = _metrics(tables, bound, scenario, simulated_ns)
     metrics["phy"] = phy.metrics()
     metrics["link_layer"] = {**flit.metrics(), **credit.metrics()}

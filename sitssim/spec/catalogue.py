@@ -1,20 +1,31 @@
-"""Every checkable clause of SITS2026 v1.2, as SPEC.md numbers and words them.
+"""Every checkable clause of SITS2026 v1.2, as SPEC.md numbers and words them, with its limits.
 
-Order here is the order of reports: by layer, bottom up. ``issue`` names the
-issue whose model produces the facts a clause is judged on.
+Order here is the order of reports: by layer, bottom up. Each limit (value, operator,
+unit) and each constant of a formula is written here once; the judges read them
+from the clause. A clause the simulator cannot judge yet says so (``modelled=False``).
 """
 
 from __future__ import annotations
 
-from sitssim.spec.registry import Clause, declare
+from collections.abc import Iterable
 
-for _clause in (
+from sitssim.spec.clause import Clause, Limit
+
+
+def _none_over(unit: str) -> dict[str, Limit]:
+    """The limit of a clause judged by counting what breaks it: none may."""
+    return {"count": Limit("<=", unit, 0.0)}
+
+
+CATALOGUE: tuple[Clause, ...] = (
     Clause(
         "phy.symbol_rate",
         "L1",
         "§2.1",
         "Links run at 64 GT/s PAM4 (32 GBd), measured from the PHY's symbol timing.",
         3,
+        limits={"rate": Limit("==", "GBd", 32.0)},
+        params={"bits_per_symbol": 2},
     ),
     Clause(
         "phy.training_sequence",
@@ -22,6 +33,8 @@ for _clause in (
         "§2.1",
         "Training sequences are 512-symbol PRBS31, verified by the PRBS checker.",
         3,
+        limits=_none_over("receivers"),
+        params={"prbs_order": 31, "symbols": 512},
     ),
     Clause(
         "phy.eq_level3",
@@ -30,6 +43,8 @@ for _clause in (
         "No link enters L0 without completing Level-3 equalisation (phases 0-3) "
         "with receiver BER below target.",
         3,
+        limits=_none_over("L0 entries"),
+        params={"phases": 4, "ber_target": 1e-4},
     ),
     Clause(
         "phy.phase_alignment",
@@ -37,6 +52,7 @@ for _clause in (
         "§3.1",
         "CDR phase lock within a 256-UI window; frame-vs-symbol boundary error within ±0.125 UI.",
         3,
+        limits={"lock": Limit("<=", "UI", 256.0), "phase_error": Limit("<=", "UI", 0.125)},
     ),
     Clause(
         "phy.retrain_trigger",
@@ -45,6 +61,8 @@ for _clause in (
         "Dynamic retraining starts when measured BER > 1e-6 for 3 consecutive "
         "training cycles, and never otherwise.",
         3,
+        limits=_none_over("mistimed retrainings"),
+        params={"ber_threshold": 1e-6, "windows": 3},
     ),
     Clause(
         "phy.reset_to_l0",
@@ -52,6 +70,7 @@ for _clause in (
         "§4.3 (spec §7.3.2)",
         "After a reset, every active link reaches L0 within 200 µs.",
         3,
+        limits={"time": Limit("<=", "µs", 200.0)},
     ),
     Clause(
         "link.cdc_fifo_depth",
@@ -59,6 +78,10 @@ for _clause in (
         "§3.1",
         "The CDC FIFO depth is at least (max_rtt_cycles << 1) + 4 and never overflows.",
         4,
+        # The formula's depth is the run's: the cdc table's formula_depth column.
+        limits={"depth": Limit(">=", "entries")},
+        # §3.1 declares the depth as `logic [7:0] fifo_depth`.
+        params={"depth_register_max": 255},
     ),
     Clause(
         "link.cdc_sync_latency",
@@ -66,6 +89,8 @@ for _clause in (
         "§3.1",
         "REFCLK->PHYCLK synchronisation latency < 1.2 ns at the SS corner, 125 °C.",
         4,
+        limits={"latency": Limit("<", "ns", 1.2)},
+        params={"corner": "SS/125C"},
     ),
     Clause(
         "link.handshake_setup",
@@ -73,6 +98,8 @@ for _clause in (
         "§3.1",
         "Training-complete handshake setup time > 8.5 REFCLK cycles at FF, 0 °C.",
         4,
+        limits={"setup": Limit(">", "REFCLK cycles", 8.5)},
+        params={"corner": "FF/0C"},
     ),
     Clause(
         "link.ts_injection",
@@ -80,9 +107,15 @@ for _clause in (
         "§2.1",
         "Every TS1/TS2 ordered set carries a SITS timestamp, strictly monotonic per link.",
         4,
+        limits=_none_over("sets"),
     ),
     Clause(
-        "fabric.hop_limit", "L3", "§2.2", "An end-to-end path crosses at most 7 hops (links).", 2
+        "fabric.hop_limit",
+        "L3",
+        "§2.2",
+        "An end-to-end path crosses at most 7 hops (links).",
+        2,
+        limits={"hops": Limit("<=", "hops", 7.0)},
     ),
     Clause(
         "fabric.skew_budget",
@@ -90,6 +123,8 @@ for _clause in (
         "§2.2",
         "Skew between GPUs <= 85 + (n - 1)·12.5 + 42 ns for n GPUs.",
         4,
+        limits={"skew": Limit("<=", "ns")},
+        params={"base_rtt_ns": 85.0, "per_gpu_ns": 12.5, "phy_uncertainty_ns": 42.0},
     ),
     Clause(
         "fabric.tso_window",
@@ -98,6 +133,8 @@ for _clause in (
         "The transaction-ordering window is at least 2 × RTT_max + 150 ns, RTT_max the "
         "farthest GPU's p99 request->completion round trip under load.",
         2,
+        limits={"window": Limit(">=", "ns")},
+        params={"rtt_factor": 2.0, "margin_ns": 150.0, "rtt_quantile": 0.99},
     ),
     Clause(
         "fabric.topology_limits",
@@ -106,6 +143,11 @@ for _clause in (
         "Switch-based fabric: at most 8 GPUs and switch arbitration >= 35 ns per level; "
         "direct root complex to GPU: at most 4 GPUs.",
         2,
+        limits={
+            "gpus_switched": Limit("<=", "GPUs", 8.0),
+            "gpus_direct_rc": Limit("<=", "GPUs", 4.0),
+            "arbitration": Limit(">=", "ns", 35.0),
+        },
     ),
     Clause(
         "switch.vc_quota",
@@ -113,6 +155,7 @@ for _clause in (
         "§3.3",
         "At most 8 VCs per port; a port's quota table sums to at most 64 slots and is "
         "never changed while running.",
+        modelled=False,
     ),
     Clause(
         "switch.vc_tenants",
@@ -120,6 +163,7 @@ for _clause in (
         "§3.3",
         "Ports shared by more than 8 tenants stay deadlock-free; a deadlock is detected "
         "and reported.",
+        modelled=False,
     ),
     Clause(
         "switch.ecmp_weight",
@@ -127,6 +171,7 @@ for _clause in (
         "§2.3",
         "Implicit ECMP weight = max(1, ifSpeed/1e9 - int(2·lldp_delay_ms)); traffic "
         "splits in proportion.",
+        modelled=False,
     ),
     Clause(
         "token.frame_format",
@@ -135,6 +180,7 @@ for _clause in (
         "Token frames are token_id uint32, latency_hint int16 ms, ts_logical uint64 "
         "(14 bytes), in range and round-tripping bit-exactly.",
         5,
+        limits=_none_over("bad frames"),
     ),
     Clause(
         "token.passthrough",
@@ -142,6 +188,7 @@ for _clause in (
         "§2.4",
         "Every stage passes token_id and ts_logical through unchanged.",
         5,
+        limits=_none_over("frames"),
     ),
     Clause(
         "token.emit_window",
@@ -149,6 +196,7 @@ for _clause in (
         "§3.2",
         "Emission pacing is latency_hint + 5 ms if the hint is positive, else 5 ms.",
         5,
+        limits=_none_over("frames"),
     ),
     Clause(
         "token.mhf_kv_alignment",
@@ -157,6 +205,7 @@ for _clause in (
         "With the MHF marker, KV length, attention-mask length and RoPE offset equal "
         "the real token count.",
         5,
+        limits={"deviation": Limit("<=", "tokens", 0.0)},
     ),
     Clause(
         "engine.fp8_overflow",
@@ -164,6 +213,19 @@ for _clause in (
         "§1",
         "Adaptive FP8 lets no value exceed the chosen format's range (counted before saturation).",
         5,
+        limits=_none_over("values"),
     ),
-):
-    declare(_clause)
+)
+
+
+def index(clauses: Iterable[Clause]) -> dict[str, Clause]:
+    """Clauses by ID, in catalogue order; an ID written twice is refused."""
+    out: dict[str, Clause] = {}
+    for clause in clauses:
+        if clause.id in out:
+            raise ValueError(f"clause {clause.id} declared twice")
+        out[clause.id] = clause
+    return out
+
+
+CLAUSES: dict[str, Clause] = index(CATALOGUE)

@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 
 from sitssim.link.ordered_sets import Finding, check_directions
-from sitssim.spec.registry import CLAUSES, RunContext, Verdict, evidence, judge
+from sitssim.spec.catalogue import CLAUSES
+from sitssim.spec.clause import Clause
+from sitssim.spec.context import Judge, RunContext
+from sitssim.spec.verdict import Verdict, evidence
+from sitssim.spec.worst import worst_rows
 
-SKEW_BASE_RTT_NS = 85.0
-SKEW_PER_GPU_NS = 12.5
-SKEW_PHY_UNCERTAINTY_NS = 42.0
 NO_CLOCKS = "no clocks modelled: add a 'clocks:' section to the scenario"
 
 
@@ -23,12 +24,11 @@ def max_allowed_skew(n_gpus: int) -> float:
     """§2.2's budget: 85 + (n − 1)·12.5 + 42 ns (the 'hop' penalty counts GPUs, as written)."""
     if n_gpus < 1:
         raise ValueError(f"need at least one GPU, got {n_gpus}")
-    return SKEW_BASE_RTT_NS + (n_gpus - 1) * SKEW_PER_GPU_NS + SKEW_PHY_UNCERTAINTY_NS
+    p = CLAUSES["fabric.skew_budget"].params
+    return p["base_rtt_ns"] + (n_gpus - 1) * p["per_gpu_ns"] + p["phy_uncertainty_ns"]
 
 
-@judge("link.ts_injection")
-def ts_injection(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["link.ts_injection"]
+def ts_injection(clause: Clause, ctx: RunContext) -> Verdict:
     sets = ctx.tables.get("ordered_sets")
     if sets is None:
         return clause.not_applicable(NO_CLOCKS)
@@ -61,11 +61,10 @@ def ts_injection(ctx: RunContext) -> Verdict:
                 f"({closest['direction'].iloc[0]} seq {int(closest['seq'].iloc[0])})"
             )
         rows = closest["os_id"]
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if len(bad) else "pass",
         measured=float(len(bad)),
-        limit=0.0,
-        unit="sets",
         basis="measured",
         evidence=(evidence("ordered_sets", rows),),
         detail=detail,
@@ -87,34 +86,33 @@ def fence_skews(fences: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-@judge("fabric.skew_budget")
-def skew_budget(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["fabric.skew_budget"]
+def skew_budget(clause: Clause, ctx: RunContext) -> Verdict:
     fences = ctx.tables.get("fences")
     if fences is None:
         return clause.not_applicable(NO_CLOCKS)
     if fences.empty:
         return clause.not_applicable("no fence was issued before the end of the traffic phase")
-    n = len(ctx.fabric.gpus)
+    n = int((ctx.tables["nodes"]["kind"] == "gpu").sum())
     limit = max_allowed_skew(n)
     skews = fence_skews(fences)
     skews = skews[skews["gpus"] == n]
     if skews.empty:
         return clause.not_applicable(f"no fence reached all {n} GPUs")
-    worst = int(skews["skew_ns"].idxmax())
-    over = skews.index[skews["skew_ns"] > limit]
+    judged = worst_rows(skews, "skew_ns", clause.limits["skew"], limit)
+    worst = int(judged.worst.name)
+    over = judged.over.index
     messages = ctx.tables.get("messages")
     hops = 0
     if messages is not None:
         fence_hops = messages.loc[messages["kind"] == "fence", "hops"]
         hops = int(fence_hops.max()) if len(fence_hops) else 0
     shown = over if len(over) else [worst]
-    w = skews.loc[worst]
-    return clause.verdict(
+    w = judged.worst
+    return clause.verdict_on(
+        "skew",
         "fail" if len(over) else "pass",
-        measured=float(w["skew_ns"]),
-        limit=limit,
-        unit="ns",
+        measured=judged.measured,
+        value=limit,
         basis="measured",
         evidence=(evidence("fences", fences.loc[fences["fence"].isin(shown), "arrival_id"]),),
         detail=(
@@ -124,3 +122,9 @@ def skew_budget(ctx: RunContext) -> Verdict:
             f"skew {skews['skew_ns'].median():.1f} ns; {len(over)} fences over budget"
         ),
     )
+
+
+JUDGES: dict[str, Judge] = {
+    "link.ts_injection": ts_injection,
+    "fabric.skew_budget": skew_budget,
+}

@@ -1,117 +1,111 @@
-"""Judges of the L3 fabric clauses (§2.2): hop limit, topology limits, TSO window."""
+"""Judges of the L3 fabric clauses (§2.2): hop limit, topology limits, TSO window.
+
+The topology judge reads the ``nodes`` table (kinds, switch levels, arbitration);
+the TSO judge the ``config`` table's window and the ``probes`` table's round trips.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from sitssim.spec.registry import CLAUSES, RunContext, Verdict, evidence, judge
-
-MAX_HOPS = 7
-MAX_GPUS_SWITCHED = 8
-MAX_GPUS_DIRECT_RC = 4
-MIN_ARBITRATION_NS = 35.0
-TSO_MARGIN_NS = 150.0
-TSO_RTT_QUANTILE = 0.99
+from sitssim.spec.clause import Clause
+from sitssim.spec.context import Judge, RunContext
+from sitssim.spec.verdict import Verdict, evidence
+from sitssim.spec.worst import Worst, worst_row_verdict
 
 
-@judge("fabric.hop_limit")
-def hop_limit(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["fabric.hop_limit"]
-    messages = ctx.tables["messages"]
-    if messages.empty:
-        return clause.not_applicable("no messages crossed the fabric")
-    hops = messages["hops"].to_numpy()
-    longest = int(hops.max())
-    over = messages.loc[hops > MAX_HOPS, "msg_id"]
-    rows = over if len(over) else messages.loc[hops == longest, "msg_id"]
-    path = messages.loc[hops == longest, "path"].iloc[0]
-    return clause.verdict(
-        "fail" if len(over) else "pass",
-        measured=float(longest),
-        limit=float(MAX_HOPS),
-        unit="hops",
-        basis="measured",
-        evidence=(evidence("messages", rows),),
-        detail=f"longest route taken: {path} ({len(over)} messages over the limit)",
+def hop_limit(clause: Clause, ctx: RunContext) -> Verdict:
+    def detail(judged: Worst) -> str:
+        return (
+            f"longest route taken: {judged.worst['path']} ({len(judged.over)} messages over "
+            "the limit)"
+        )
+
+    return worst_row_verdict(
+        clause,
+        "hops",
+        ctx.tables["messages"],
+        "hops",
+        table="messages",
+        ids="msg_id",
+        detail=detail,
+        empty="no messages crossed the fabric",
+        show_ties=True,
     )
 
 
-@judge("fabric.topology_limits")
-def topology_limits(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["fabric.topology_limits"]
-    fabric = ctx.fabric
+def topology_limits(clause: Clause, ctx: RunContext) -> Verdict:
     nodes = ctx.tables["nodes"]
-    n_gpus = len(fabric.gpus)
-    switched = bool(fabric.switches)
+    kinds = nodes["kind"]
+    n_gpus = int((kinds == "gpu").sum())
+    switched = bool((kinds == "switch").any())
     if switched:
-        gpu_limit, shape = MAX_GPUS_SWITCHED, "switch-based"
-    elif fabric.root is not None:
-        gpu_limit, shape = MAX_GPUS_DIRECT_RC, "direct root-complex"
+        gpus, shape = "gpus_switched", "switch-based"
+    elif (kinds == "root_complex").any():
+        gpus, shape = "gpus_direct_rc", "direct root-complex"
     else:
         return clause.not_applicable("a fabric with neither switches nor a root complex")
+    gpu_limit = clause.limits[gpus]
+    arbitration = clause.limits["arbitration"]
+    too_many = not gpu_limit.holds(n_gpus)
     problems = []
-    if n_gpus > gpu_limit:
-        problems.append(f"{n_gpus} GPUs in a {shape} fabric (limit {gpu_limit})")
-    gpu_rows = nodes.loc[nodes["kind"] == "gpu", "node_id"]
-    switches = nodes[nodes["kind"] == "switch"]
-    slow = switches[switches["arbitration_ns"] < MIN_ARBITRATION_NS]
+    if too_many:
+        problems.append(f"{n_gpus} GPUs in a {shape} fabric (limit {gpu_limit.bound():g})")
+    gpu_rows = nodes.loc[kinds == "gpu", "node_id"]
+    switches = nodes[kinds == "switch"]
+    slow = switches[arbitration.breaks(switches["arbitration_ns"])]
     if len(slow):
         levels = sorted(set(slow["level"].astype(int)))
         problems.append(
             f"switch arbitration {slow['arbitration_ns'].min():g} ns at level(s) {levels} "
-            f"(at least {MIN_ARBITRATION_NS:g} ns)"
+            f"(at least {arbitration.bound():g} ns)"
         )
     detail = "; ".join(problems) or (
         f"{n_gpus} GPUs in a {shape} fabric"
         + (f", switch arbitration >= {switches['arbitration_ns'].min():g} ns" if switched else "")
     )
-    if n_gpus > gpu_limit or not len(slow):
-        return clause.verdict(
+    if too_many or not len(slow):
+        return clause.verdict_on(
+            gpus,
             "fail" if problems else "pass",
             measured=float(n_gpus),
-            limit=float(gpu_limit),
-            unit="GPUs",
             basis="configured",
-            evidence=((evidence("nodes", gpu_rows),) if n_gpus > gpu_limit else ())
+            evidence=((evidence("nodes", gpu_rows),) if too_many else ())
             + ((evidence("nodes", slow["node_id"]),) if len(slow) else ()),
             detail=detail,
         )
-    return clause.verdict(
+    return clause.verdict_on(
+        "arbitration",
         "fail",
         measured=float(slow["arbitration_ns"].min()),
-        op=">=",
-        limit=MIN_ARBITRATION_NS,
-        unit="ns",
         basis="configured",
         evidence=(evidence("nodes", slow["node_id"]),),
         detail=detail,
     )
 
 
-@judge("fabric.tso_window")
-def tso_window(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["fabric.tso_window"]
-    window = ctx.scenario.root_complex.tso_window
-    if window is None:
+def tso_window(clause: Clause, ctx: RunContext) -> Verdict:
+    window = float(ctx.tables["config"]["tso_window_ns"].iloc[0])
+    if np.isnan(window):
         return clause.not_applicable("no TSO window configured (root_complex.tso_window)")
     probes = ctx.tables["probes"]
     probes = probes[probes["rtt_ns"].notna()]
     if probes.empty:
         return clause.not_applicable("no completed round-trip probes: add a 'probes' workload")
+    p = clause.params
     farthest_hops = probes["hops"].max()
     far = probes[probes["hops"] == farthest_hops]
-    p99 = far.groupby(["src", "dst"], observed=True)["rtt_ns"].quantile(TSO_RTT_QUANTILE)
+    p99 = far.groupby(["src", "dst"], observed=True)["rtt_ns"].quantile(p["rtt_quantile"])
     requester, target = p99.idxmax()
     rtt_max = float(p99.max())
-    limit = 2.0 * rtt_max + TSO_MARGIN_NS
+    limit = p["rtt_factor"] * rtt_max + p["margin_ns"]
     pair = far[(far["src"] == requester) & (far["dst"] == target)]
     worst = pair[pair["rtt_ns"] >= rtt_max]
-    return clause.verdict(
-        "pass" if window >= limit else "fail",
-        measured=float(window),
-        op=">=",
-        limit=float(limit),
-        unit="ns",
+    return clause.verdict_on(
+        "window",
+        "pass" if clause.limits["window"].holds(window, limit) else "fail",
+        measured=window,
+        value=limit,
         basis="measured",
         evidence=(evidence("probes", worst["probe_id"]),),
         detail=(
@@ -120,3 +114,10 @@ def tso_window(ctx: RunContext) -> Verdict:
             f"{np.median(pair['rtt_ns']):.1f} ns"
         ),
     )
+
+
+JUDGES: dict[str, Judge] = {
+    "fabric.hop_limit": hop_limit,
+    "fabric.topology_limits": topology_limits,
+    "fabric.tso_window": tso_window,
+}

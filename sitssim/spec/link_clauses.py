@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sitssim.spec.registry import CLAUSES, RunContext, Verdict, evidence, judge
+from sitssim.spec.clause import Clause
+from sitssim.spec.context import Judge, RunContext
+from sitssim.spec.verdict import Verdict, evidence
+from sitssim.spec.worst import Worst, worst_row_verdict
 
-SS_CORNER = "SS/125C"
-FF_CORNER = "FF/0C"
-SYNC_LATENCY_LIMIT_NS = 1.2
-HANDSHAKE_MIN_CYCLES = 8.5
-# §3.1 declares the depth as `logic [7:0] fifo_depth`.
-DEPTH_REGISTER_MAX = 255
+NO_CDC = "no CDC FIFO was evaluated (no link_layer.cdc block)"
 
 
 def _cdc(ctx: RunContext) -> pd.DataFrame | None:
@@ -24,11 +22,12 @@ def _cdc(ctx: RunContext) -> pd.DataFrame | None:
     return None if table is None or table.empty else table
 
 
-def _corner_rows(ctx: RunContext, clause_id: str, corner: str) -> pd.DataFrame | Verdict:
-    clause = CLAUSES[clause_id]
+def _corner_rows(clause: Clause, ctx: RunContext) -> pd.DataFrame | Verdict:
+    """The cdc rows at the corner the clause names, or why there are none."""
+    corner = clause.params["corner"]
     cdc = _cdc(ctx)
     if cdc is None:
-        return clause.not_applicable("no CDC FIFO was evaluated (no link_layer.cdc block)")
+        return clause.not_applicable(NO_CDC)
     rows = cdc[cdc["corner"] == corner]
     if rows.empty:
         evaluated = ", ".join(str(c) for c in cdc["corner"].unique())
@@ -38,12 +37,11 @@ def _corner_rows(ctx: RunContext, clause_id: str, corner: str) -> pd.DataFrame |
     return rows
 
 
-@judge("link.cdc_fifo_depth")
-def cdc_fifo_depth(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["link.cdc_fifo_depth"]
+def cdc_fifo_depth(clause: Clause, ctx: RunContext) -> Verdict:
+    register_max = clause.params["depth_register_max"]
     cdc = _cdc(ctx)
     if cdc is None:
-        return clause.not_applicable("no CDC FIFO was evaluated (no link_layer.cdc block)")
+        return clause.not_applicable(NO_CDC)
     short = cdc["configured_depth"] < cdc["formula_depth"]
     spilled = cdc["overflows"] > 0
     bad = cdc[short | spilled]
@@ -68,10 +66,9 @@ def cdc_fifo_depth(ctx: RunContext) -> Verdict:
             f"link-corner(s) (e.g. {row['link']} at {row['corner']}: {row['formula_depth']} < "
             f"{row['min_safe_depth']})"
         )
-    if (cdc["formula_depth"] > DEPTH_REGISTER_MAX).any():
+    if (cdc["formula_depth"] > register_max).any():
         parts.append(
-            f"the formula's depth exceeds the {DEPTH_REGISTER_MAX} that §3.1's 8-bit "
-            "fifo_depth can hold"
+            f"the formula's depth exceeds the {register_max} that §3.1's 8-bit fifo_depth can hold"
         )
     fifo = ctx.tables.get("fifo")
     proof = []
@@ -81,65 +78,73 @@ def cdc_fifo_depth(ctx: RunContext) -> Verdict:
             proof.append(evidence("fifo", lost["sample_id"]))
     rows = bad if len(bad) else cdc.loc[[worst.name]]
     proof.append(evidence("cdc", rows["cdc_id"]))
-    return clause.verdict(
+    return clause.verdict_on(
+        "depth",
         "fail" if len(bad) else "pass",
         measured=float(worst["configured_depth"]),
-        limit=float(worst["formula_depth"]),
-        op=">=",
-        unit="entries",
+        value=float(worst["formula_depth"]),
         basis="measured",
         evidence=tuple(proof),
         detail="; ".join(parts),
     )
 
 
-@judge("link.cdc_sync_latency")
-def cdc_sync_latency(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["link.cdc_sync_latency"]
-    rows = _corner_rows(ctx, clause.id, SS_CORNER)
+def cdc_sync_latency(clause: Clause, ctx: RunContext) -> Verdict:
+    rows = _corner_rows(clause, ctx)
     if isinstance(rows, Verdict):
         return rows
-    over = rows[rows["sync_latency_ns"] >= SYNC_LATENCY_LIMIT_NS]
-    worst = rows.loc[rows["sync_latency_ns"].idxmax()]
-    return clause.verdict(
-        "fail" if len(over) else "pass",
-        measured=float(worst["sync_latency_ns"]),
-        limit=SYNC_LATENCY_LIMIT_NS,
-        op="<",
-        unit="ns",
-        basis="measured",
-        evidence=(evidence("cdc", (over if len(over) else rows.loc[[worst.name]])["cdc_id"]),),
-        detail=(
-            f"worst case over clock phases at {SS_CORNER}, {worst['link']}: "
+
+    def detail(judged: Worst) -> str:
+        worst = judged.worst
+        return (
+            f"worst case over clock phases at {clause.params['corner']}, {worst['link']}: "
             f"{worst['flops']}-flop synchroniser on a {worst['sync_period_ps']:g} ps clock "
             f"(mean {worst['sync_latency_mean_ns']:.3f} ns, MTBF "
-            f"{worst['sync_mtbf_years']:.3g} years); {len(over)} of {len(rows)} link(s) at or "
-            "over the limit"
-        ),
+            f"{worst['sync_mtbf_years']:.3g} years); {len(judged.over)} of {len(rows)} link(s) "
+            "at or over the limit"
+        )
+
+    return worst_row_verdict(
+        clause,
+        "latency",
+        rows,
+        "sync_latency_ns",
+        table="cdc",
+        ids="cdc_id",
+        detail=detail,
+        empty=NO_CDC,
     )
 
 
-@judge("link.handshake_setup")
-def handshake_setup(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["link.handshake_setup"]
-    rows = _corner_rows(ctx, clause.id, FF_CORNER)
+def handshake_setup(clause: Clause, ctx: RunContext) -> Verdict:
+    rows = _corner_rows(clause, ctx)
     if isinstance(rows, Verdict):
         return rows
-    under = rows[rows["handshake_setup_cycles"] <= HANDSHAKE_MIN_CYCLES]
-    worst = rows.loc[rows["handshake_setup_cycles"].idxmin()]
-    return clause.verdict(
-        "fail" if len(under) else "pass",
-        measured=float(worst["handshake_setup_cycles"]),
-        limit=HANDSHAKE_MIN_CYCLES,
-        op=">",
-        unit="REFCLK cycles",
-        basis="measured",
-        evidence=(evidence("cdc", (under if len(under) else rows.loc[[worst.name]])["cdc_id"]),),
-        detail=(
-            f"shortest over clock phases at {FF_CORNER}, {worst['link']}: from the PHY's "
-            "training-complete edge through the four-phase handshake to the first wide word "
+
+    def detail(judged: Worst) -> str:
+        worst = judged.worst
+        return (
+            f"shortest over clock phases at {clause.params['corner']}, {worst['link']}: from the "
+            "PHY's training-complete edge through the four-phase handshake to the first wide word "
             f"read across the FIFO ({worst['flops']} flop(s) into PHYCLK, "
-            f"{worst['ref_flops']} into REFCLK); {len(under)} of {len(rows)} link(s) at or "
+            f"{worst['ref_flops']} into REFCLK); {len(judged.over)} of {len(rows)} link(s) at or "
             "under the limit"
-        ),
+        )
+
+    return worst_row_verdict(
+        clause,
+        "setup",
+        rows,
+        "handshake_setup_cycles",
+        table="cdc",
+        ids="cdc_id",
+        detail=detail,
+        empty=NO_CDC,
     )
+
+
+JUDGES: dict[str, Judge] = {
+    "link.cdc_fifo_depth": cdc_fifo_depth,
+    "link.cdc_sync_latency": cdc_sync_latency,
+    "link.handshake_setup": handshake_setup,
+}

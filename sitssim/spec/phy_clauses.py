@@ -13,20 +13,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from sitssim.phy.ltssm import EQ_PHASES, State
-from sitssim.phy.pam4 import BITS_PER_SYMBOL, DATA_RATE_GTPS, SYMBOL_RATE_GBD, UI_PS
-from sitssim.phy.profile import (
-    SPEC_RETRAIN_THRESHOLD,
-    SPEC_RETRAIN_WINDOWS,
-    SPEC_TRAINING_PRBS,
-    SPEC_TRAINING_SYMBOLS,
-)
-from sitssim.spec.registry import CLAUSES, RunContext, Verdict, evidence, judge
+from sitssim.phy.ltssm import State
+from sitssim.spec.clause import Clause
+from sitssim.spec.context import Judge, RunContext
+from sitssim.spec.verdict import Verdict, evidence
+from sitssim.spec.worst import Worst, worst_row_verdict
 
-EQ_BER_TARGET = 1e-4
-LOCK_WINDOW_UI = 256.0
-MAX_PHASE_ERROR_UI = 0.125
-RESET_TO_L0_US = 200.0
 # Two times on the PHY clock computed along different sums agree to this (ns).
 TIME_TOLERANCE_NS = 1e-6
 SHOWN = 6
@@ -41,17 +33,18 @@ def _listed(items: list[str]) -> str:
     return "; ".join(items[:SHOWN]) + more
 
 
-@judge("phy.symbol_rate")
-def symbol_rate(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["phy.symbol_rate"]
+def symbol_rate(clause: Clause, ctx: RunContext) -> Verdict:
+    rate = clause.limits["rate"].bound()
+    bits_per_symbol = clause.params["bits_per_symbol"]
+    ui_spec_ps = 1e3 / rate
     timing = _table(ctx, "symbol_timing")
     if timing is None or timing.empty:
         return clause.not_applicable("no link sent training sequences (no symbol timing)")
     ui_ps = (timing["t_end_ns"] - timing["t_start_ns"]).to_numpy() * 1e3 / timing["symbols"]
     bits = timing["bits_per_symbol"].to_numpy()
     gbd = 1e3 / ui_ps.to_numpy()
-    wrong = (np.abs(ui_ps - UI_PS) > 1e-9 * UI_PS).to_numpy() | (bits != BITS_PER_SYMBOL)
-    worst = int(np.argmax(np.abs(gbd - SYMBOL_RATE_GBD)))
+    wrong = (np.abs(ui_ps - ui_spec_ps) > 1e-9 * ui_spec_ps).to_numpy() | (bits != bits_per_symbol)
+    worst = int(np.argmax(np.abs(gbd - rate)))
     bad = timing[wrong]
     detail = (
         _listed(
@@ -62,54 +55,53 @@ def symbol_rate(ctx: RunContext) -> Verdict:
             ]
         )
         if len(bad)
-        else f"UI {UI_PS:g} ps, PAM4 at {DATA_RATE_GTPS:g} GT/s on all {len(timing)} directions"
+        else (
+            f"UI {ui_spec_ps:g} ps, PAM4 at {rate * bits_per_symbol:g} GT/s on all "
+            f"{len(timing)} directions"
+        )
     )
     rows = bad["timing_id"] if len(bad) else timing["timing_id"]
-    return clause.verdict(
+    return clause.verdict_on(
+        "rate",
         "fail" if len(bad) else "pass",
         measured=float(gbd[worst]),
-        op="==",
-        limit=SYMBOL_RATE_GBD,
-        unit="GBd",
         basis="measured",
         evidence=(evidence("symbol_timing", rows),),
         detail=detail,
     )
 
 
-@judge("phy.training_sequence")
-def training_sequence(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["phy.training_sequence"]
+def training_sequence(clause: Clause, ctx: RunContext) -> Verdict:
+    prbs, symbols = clause.params["prbs_order"], clause.params["symbols"]
     sets = _table(ctx, "training_sets")
     if sets is None or sets.empty:
         return clause.not_applicable("no receiver checked training sequences")
-    wrong_order = (sets["detected_order"] != SPEC_TRAINING_PRBS) | ~sets["locked"].astype(bool)
+    wrong_order = (sets["detected_order"] != prbs) | ~sets["locked"].astype(bool)
     slipped = sets["locks"] != 1
-    wrong_length = sets["symbols_per_set"] != SPEC_TRAINING_SYMBOLS
+    wrong_length = sets["symbols_per_set"] != symbols
     bad = sets[wrong_order | slipped | wrong_length]
     problems = []
     for r in bad.itertuples():
         what = []
-        if r.detected_order != SPEC_TRAINING_PRBS or not r.locked:
+        if r.detected_order != prbs or not r.locked:
             sent = f"PRBS{r.detected_order}" if r.detected_order > 0 else "no O.150 PRBS"
             what.append(f"PRBS31 checker did not verify it ({sent} received)")
         elif r.locks != 1:
             what.append(f"PRBS31 checker lost lock ({r.locks} locks)")
-        if r.symbols_per_set != SPEC_TRAINING_SYMBOLS:
+        if r.symbols_per_set != symbols:
             what.append(f"{r.symbols_per_set}-symbol sets")
         problems.append(f"{r.link} {r.direction} (round {r.round}): " + ", ".join(what))
     checked = int(sets["bits_checked"].sum())
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if len(bad) else "pass",
         measured=float(len(bad)),
-        limit=0.0,
-        unit="receivers",
         basis="measured",
         evidence=(evidence("training_sets", bad["check_id"] if len(bad) else sets["check_id"]),),
         detail=_listed(problems)
         if problems
         else (
-            f"{len(sets)} receivers verified {SPEC_TRAINING_SYMBOLS}-symbol PRBS31 sets "
+            f"{len(sets)} receivers verified {symbols}-symbol PRBS31 sets "
             f"({checked} bits checked, {int(sets['errors'].sum())} errors)"
         ),
     )
@@ -128,9 +120,8 @@ def _l0_entries(states: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["state_id", "link", "since_ns", "t_ns"])
 
 
-@judge("phy.eq_level3")
-def eq_level3(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["phy.eq_level3"]
+def eq_level3(clause: Clause, ctx: RunContext) -> Verdict:
+    phases, ber_target = clause.params["phases"], clause.params["ber_target"]
     states, eq = _table(ctx, "link_states"), _table(ctx, "eq")
     if states is None or eq is None:
         return clause.not_applicable("no link training was modelled")
@@ -148,8 +139,8 @@ def eq_level3(ctx: RunContext) -> Verdict:
             continue
         last = rows[rows["round"] == rows["round"].max()]
         ran = set(last["phase"])
-        missing = [p for p in range(len(EQ_PHASES)) if p not in ran]
-        above = last[(last["phase"] > 0) & ~(last["ber"] < EQ_BER_TARGET)]
+        missing = [p for p in range(phases) if p not in ran]
+        above = last[(last["phase"] > 0) & ~(last["ber"] < ber_target)]
         if missing or len(above):
             what = []
             if missing:
@@ -162,11 +153,10 @@ def eq_level3(ctx: RunContext) -> Verdict:
             bad_states.append(entry.state_id)
             bad_eq.extend(last["eq_id"])
     worst = float(eq.loc[eq["phase"] > 0, "ber"].max()) if (eq["phase"] > 0).any() else None
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if problems else "pass",
         measured=float(len(problems)),
-        limit=0.0,
-        unit="L0 entries",
         basis="measured",
         evidence=(evidence("link_states", bad_states), evidence("eq", bad_eq))
         if problems
@@ -174,22 +164,22 @@ def eq_level3(ctx: RunContext) -> Verdict:
         detail=_listed(problems)
         if problems
         else (
-            f"all {len(entries)} L0 entries followed phases 0-3 below BER {EQ_BER_TARGET:g}"
+            f"all {len(entries)} L0 entries followed phases 0-3 below BER {ber_target:g}"
             + (f" (worst phase BER {worst:.2g})" if worst is not None else "")
         ),
     )
 
 
-@judge("phy.phase_alignment")
-def phase_alignment(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["phy.phase_alignment"]
+def phase_alignment(clause: Clause, ctx: RunContext) -> Verdict:
+    lock_window, phase_error = clause.limits["lock"], clause.limits["phase_error"]
     cdr = _table(ctx, "cdr")
     if cdr is None or cdr.empty:
         return clause.not_applicable("no CDR acquisition was recorded")
     lock = cdr["lock_time_ui"].to_numpy(dtype=float)
     residual = cdr["residual_max_ui"].to_numpy(dtype=float)
-    late = ~(lock <= LOCK_WINDOW_UI)
-    loose = ~(residual <= MAX_PHASE_ERROR_UI) & ~late
+    # Judged as 'not within' so a missing time is late; a late acquisition's residual is not.
+    late = ~lock_window.holds(lock)
+    loose = ~phase_error.holds(residual) & ~late
     bad = cdr[late | loose]
     problems = [
         f"{r.link} {r.direction}: "
@@ -207,15 +197,13 @@ def phase_alignment(ctx: RunContext) -> Verdict:
         f"over {len(cdr)} acquisitions"
     )
     if late.any() or not loose.any():
-        measured, limit, op = float(np.max(lock)), LOCK_WINDOW_UI, "<="
+        limit, measured = "lock", float(np.max(lock))
     else:
-        measured, limit, op = float(np.nanmax(residual)), MAX_PHASE_ERROR_UI, "<="
-    return clause.verdict(
+        limit, measured = "phase_error", float(np.nanmax(residual))
+    return clause.verdict_on(
+        limit,
         "fail" if len(bad) else "pass",
         measured=measured,
-        op=op,
-        limit=limit,
-        unit="UI",
         basis="measured",
         evidence=(evidence("cdr", bad["cdr_id"] if len(bad) else cdr["cdr_id"]),),
         detail=(_listed(problems) + "; " if problems else "") + summary,
@@ -268,9 +256,8 @@ def _retrain_requests(states: pd.DataFrame) -> dict[str, list[tuple[int, float]]
     return out
 
 
-@judge("phy.retrain_trigger")
-def retrain_trigger(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["phy.retrain_trigger"]
+def retrain_trigger(clause: Clause, ctx: RunContext) -> Verdict:
+    threshold, windows_needed = clause.params["ber_threshold"], clause.params["windows"]
     states, windows = _table(ctx, "link_states"), _table(ctx, "ber_windows")
     if states is None or windows is None:
         return clause.not_applicable("no link training was modelled")
@@ -292,7 +279,7 @@ def retrain_trigger(ctx: RunContext) -> Verdict:
             (mine["t_start_ns"] >= entry.t_ns - TIME_TOLERANCE_NS)
             & (mine["t_ns"] <= span_end + TIME_TOLERANCE_NS)
         ]
-        due = _first_due(mine)
+        due = _first_due(mine, threshold, windows_needed)
         request = next(
             (
                 (sid, t)
@@ -305,8 +292,8 @@ def retrain_trigger(ctx: RunContext) -> Verdict:
             due_id, due_t = due
             if request is None:
                 problems.append(
-                    f"{entry.link}: {SPEC_RETRAIN_WINDOWS} cycles above "
-                    f"{SPEC_RETRAIN_THRESHOLD:g} by {due_t / 1e3:.2f} µs, no retraining"
+                    f"{entry.link}: {windows_needed} cycles above "
+                    f"{threshold:g} by {due_t / 1e3:.2f} µs, no retraining"
                 )
                 bad_windows.append(due_id)
             elif abs(request[1] - due_t) > TIME_TOLERANCE_NS:
@@ -319,11 +306,11 @@ def retrain_trigger(ctx: RunContext) -> Verdict:
         elif request is not None:
             problems.append(
                 f"{entry.link}: retrained at {request[1] / 1e3:.2f} µs without "
-                f"{SPEC_RETRAIN_WINDOWS} consecutive cycles above {SPEC_RETRAIN_THRESHOLD:g}"
+                f"{windows_needed} consecutive cycles above {threshold:g}"
             )
             bad_states.append(request[0])
-            bad_windows.extend(mine["window_id"].tail(2 * SPEC_RETRAIN_WINDOWS))
-    above = int((windows["errors"] / windows["bits"] > SPEC_RETRAIN_THRESHOLD).sum())
+            bad_windows.extend(mine["window_id"].tail(2 * windows_needed))
+    above = int((windows["errors"] / windows["bits"] > threshold).sum())
     n_requests = sum(len(v) for v in requests.values())
     ev = []
     if bad_windows:
@@ -332,31 +319,32 @@ def retrain_trigger(ctx: RunContext) -> Verdict:
         ev.append(evidence("link_states", bad_states))
     if not problems:
         ev.append(evidence("link_states", [sid for v in requests.values() for sid, _ in v]))
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if problems else "pass",
         measured=float(len(problems)),
-        limit=0.0,
-        unit="mistimed retrainings",
         basis="measured",
         evidence=tuple(ev),
         detail=_listed(problems)
         if problems
         else (
-            f"{n_requests} retraining(s), each when {SPEC_RETRAIN_WINDOWS} consecutive cycles "
-            f"exceeded {SPEC_RETRAIN_THRESHOLD:g}; {above} of {len(windows)} cycle counts "
+            f"{n_requests} retraining(s), each when {windows_needed} consecutive cycles "
+            f"exceeded {threshold:g}; {above} of {len(windows)} cycle counts "
             f"above it"
         ),
     )
 
 
-def _first_due(windows: pd.DataFrame) -> tuple[int, float] | None:
+def _first_due(
+    windows: pd.DataFrame, threshold: float, windows_needed: int
+) -> tuple[int, float] | None:
     """The window at which some direction completes the spec's run of cycles above threshold."""
     best: tuple[int, float] | None = None
     for _, rows in windows.sort_values("t_ns").groupby("direction", sort=True):
-        above = (rows["errors"] / rows["bits"] > SPEC_RETRAIN_THRESHOLD).to_numpy()
+        above = (rows["errors"] / rows["bits"] > threshold).to_numpy()
         count = np.cumsum(above)
         run = count - np.maximum.accumulate(np.where(above, 0, count))
-        hits = np.flatnonzero(run >= SPEC_RETRAIN_WINDOWS)
+        hits = np.flatnonzero(run >= windows_needed)
         if hits.size:
             row = rows.iloc[int(hits[0])]
             if best is None or row["t_ns"] < best[1]:
@@ -364,45 +352,58 @@ def _first_due(windows: pd.DataFrame) -> tuple[int, float] | None:
     return best
 
 
-@judge("phy.reset_to_l0")
-def reset_to_l0(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["phy.reset_to_l0"]
+def reset_to_l0(clause: Clause, ctx: RunContext) -> Verdict:
     links, states = _table(ctx, "phy_links"), _table(ctx, "link_states")
     if links is None or states is None or links.empty:
         return clause.not_applicable("no links were trained")
     l0 = states[states["state"] == State.L0.value].sort_values("t_enter_ns")
     first = l0.groupby("link").first()
-    times_us = first["t_enter_ns"].reindex(links["link"]).to_numpy(dtype=float) / 1e3
-    times_us = np.where(np.isnan(times_us), np.inf, times_us)
-    late = times_us > RESET_TO_L0_US
     names = links["link"].to_numpy()
-    order = np.argsort(-times_us, kind="stable")
-    slow = [
-        f"{names[i]} " + (f"at {times_us[i]:.1f} µs" if math.isfinite(times_us[i]) else "never")
-        for i in order
-        if late[i]
-    ]
-    rows = first["state_id"].reindex(names[late]).dropna()
-    worst = int(order[0])
-    return clause.verdict(
-        "fail" if late.any() else "pass",
-        measured=float(times_us[worst]),
-        limit=RESET_TO_L0_US,
-        unit="µs",
-        basis="measured",
-        evidence=(
-            evidence(
-                "link_states",
-                rows if late.any() else first["state_id"].reindex(names[[worst]]).dropna(),
-            ),
-        ),
-        detail=(
-            f"{late.sum()} of {len(names)} links reached L0 after {RESET_TO_L0_US:g} µs: "
-            + _listed(slow)
-        )
-        if late.any()
-        else (
-            f"all {len(names)} links in L0 by {times_us[worst]:.1f} µs "
-            f"({names[worst]} last; first at {np.min(times_us):.1f} µs)"
-        ),
+    times_us = first["t_enter_ns"].reindex(names).to_numpy(dtype=float) / 1e3
+    reached = pd.DataFrame(
+        {
+            "link": names,
+            # A link that never reached L0 is later than any that did.
+            "t_us": np.where(np.isnan(times_us), np.inf, times_us),
+            "state_id": first["state_id"].reindex(names).to_numpy(),
+        }
     )
+
+    def detail(judged: Worst) -> str:
+        worst = judged.worst
+        if len(judged.over):
+            over = judged.over
+            latest_first = over.iloc[np.argsort(-over["t_us"].to_numpy(), kind="stable")]
+            slow = [
+                f"{r.link} " + (f"at {r.t_us:.1f} µs" if math.isfinite(r.t_us) else "never")
+                for r in latest_first.itertuples()
+            ]
+            return (
+                f"{len(over)} of {len(names)} links reached L0 after {judged.limit:g} µs: "
+                + _listed(slow)
+            )
+        return (
+            f"all {len(names)} links in L0 by {worst['t_us']:.1f} µs "
+            f"({worst['link']} last; first at {reached['t_us'].min():.1f} µs)"
+        )
+
+    return worst_row_verdict(
+        clause,
+        "time",
+        reached,
+        "t_us",
+        table="link_states",
+        ids="state_id",
+        detail=detail,
+        empty="no links were trained",
+    )
+
+
+JUDGES: dict[str, Judge] = {
+    "phy.symbol_rate": symbol_rate,
+    "phy.training_sequence": training_sequence,
+    "phy.eq_level3": eq_level3,
+    "phy.phase_alignment": phase_alignment,
+    "phy.retrain_trigger": retrain_trigger,
+    "phy.reset_to_l0": reset_to_l0,
+}

@@ -1,129 +1,91 @@
-"""The clause registry: every SITS2026 clause, its text, and the judge that reads the tables.
+"""The clause registry: each catalogue clause bound to its judge, checked once at import.
 
-A judge is a pure function of a finished run (``RunContext``): it reads the
-recorded tables, compares what was observed with the spec's limit, and
-returns a ``Verdict``. Judges never read a device profile to decide; they
-judge behaviour. Clauses whose layer is not modelled yet are still listed,
-and judged ``n/a`` with the issue that brings them.
+Each judge module ends with an explicit table ``JUDGES = {clause_id: judge}``; this
+module lists those tables (``JUDGE_TABLES``) and binds every judge to its clause. A
+modelled clause without a judge, a judge for a clause the catalogue does not hold or
+marks ``modelled=False``, or a clause judged twice stops the import with a
+``RegistryError``: a clause can no longer report "not modelled yet" because an
+import was forgotten.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
-import pandas as pd
+from sitssim.spec import clock_clauses, fabric_clauses, link_clauses, phy_clauses, token_clauses
+from sitssim.spec.catalogue import CLAUSES
+from sitssim.spec.clause import Clause, Limit
+from sitssim.spec.context import Judge, RunContext
+from sitssim.spec.verdict import Evidence, Verdict, evidence
 
-if TYPE_CHECKING:
-    from sitssim.fabric.topology import Fabric
-    from sitssim.scenario import Scenario
+__all__ = [
+    "CLAUSES",
+    "JUDGES",
+    "JUDGE_TABLES",
+    "BoundJudge",
+    "Clause",
+    "Evidence",
+    "Limit",
+    "RegistryError",
+    "RunContext",
+    "Verdict",
+    "bind_judges",
+    "evidence",
+    "judge_all",
+]
 
-VerdictKind = Literal["pass", "fail", "n/a"]
-EVIDENCE_ROWS = 20
+BoundJudge = Callable[[RunContext], Verdict]
 
-
-@dataclass(frozen=True)
-class Evidence:
-    """Rows of a result table that support a verdict (ids in the table's id column)."""
-
-    table: str
-    rows: tuple[int, ...]
-    total: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "rows": list(self.rows), "total": self.total}
-
-
-def evidence(table: str, ids: Any) -> Evidence:
-    ids = [int(i) for i in ids]
-    return Evidence(table=table, rows=tuple(ids[:EVIDENCE_ROWS]), total=len(ids))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    id: str
-    layer: str
-    verdict: VerdictKind
-    measured: float | None = None
-    limit: float | None = None
-    op: str = "<="
-    unit: str = ""
-    basis: Literal["measured", "configured", "none"] = "none"
-    evidence: tuple[Evidence, ...] = ()
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "layer": self.layer,
-            "verdict": self.verdict,
-            "measured": self.measured,
-            "op": self.op,
-            "limit": self.limit,
-            "unit": self.unit,
-            "basis": self.basis,
-            "evidence": [e.to_dict() for e in self.evidence],
-            "detail": self.detail,
-        }
+JUDGE_TABLES: tuple[Mapping[str, Judge], ...] = (
+    phy_clauses.JUDGES,
+    link_clauses.JUDGES,
+    clock_clauses.JUDGES,
+    fabric_clauses.JUDGES,
+    token_clauses.JUDGES,
+)
 
 
-@dataclass
-class RunContext:
-    scenario: Scenario
-    fabric: Fabric
-    tables: dict[str, pd.DataFrame]
-    facts: dict[str, Any] = field(default_factory=dict)
+class RegistryError(RuntimeError):
+    """The catalogue and the judges disagree: a programming error, found at start-up."""
 
 
-Judge = Callable[[RunContext], Verdict]
+def bind_judges(
+    clauses: Mapping[str, Clause], tables: Iterable[Mapping[str, Judge]]
+) -> dict[str, BoundJudge]:
+    """Each judge bound to its clause, after checking the two sides match exactly."""
+    judges: dict[str, BoundJudge] = {}
+    for table in tables:
+        for clause_id, fn in table.items():
+            clause = clauses.get(clause_id)
+            if clause is None:
+                raise RegistryError(f"a judge for {clause_id!r}, which the catalogue does not hold")
+            if not clause.modelled:
+                raise RegistryError(
+                    f"a judge for {clause_id}, which the catalogue marks modelled=False"
+                )
+            if clause_id in judges:
+                raise RegistryError(f"clause {clause_id} has two judges")
+            judges[clause_id] = partial(fn, clause)
+    missing = [c.id for c in clauses.values() if c.modelled and c.id not in judges]
+    if missing:
+        raise RegistryError(
+            f"modelled clause(s) without a judge: {', '.join(missing)} (add the judge to its "
+            "module's JUDGES table, or mark the clause modelled=False in the catalogue)"
+        )
+    return judges
 
 
-@dataclass(frozen=True)
-class Clause:
-    id: str
-    layer: str
-    section: str
-    text: str
-    issue: int | None = None
-
-    def verdict(self, verdict: VerdictKind, **kwargs: Any) -> Verdict:
-        return Verdict(id=self.id, layer=self.layer, verdict=verdict, **kwargs)
-
-    def not_applicable(self, why: str) -> Verdict:
-        return self.verdict("n/a", detail=why)
-
-
-CLAUSES: dict[str, Clause] = {}
-JUDGES: dict[str, Judge] = {}
-
-
-def declare(clause: Clause) -> Clause:
-    if clause.id in CLAUSES:
-        raise ValueError(f"clause {clause.id} declared twice")
-    CLAUSES[clause.id] = clause
-    return clause
-
-
-def judge(clause_id: str) -> Callable[[Judge], Judge]:
-    """Attach a judge to a declared clause."""
-
-    def register(fn: Judge) -> Judge:
-        if clause_id not in CLAUSES:
-            raise KeyError(f"no clause {clause_id} declared")
-        JUDGES[clause_id] = fn
-        return fn
-
-    return register
+JUDGES: dict[str, BoundJudge] = bind_judges(CLAUSES, JUDGE_TABLES)
 
 
 def judge_all(ctx: RunContext) -> list[Verdict]:
+    """A verdict on every catalogue clause, in catalogue order."""
     verdicts = []
     for clause in CLAUSES.values():
-        fn = JUDGES.get(clause.id)
-        if fn is None:
+        if clause.modelled:
+            verdicts.append(JUDGES[clause.id](ctx))
+        else:
             where = f"issue #{clause.issue}" if clause.issue else "the roadmap's next layer"
             verdicts.append(clause.not_applicable(f"not modelled yet: arrives with {where}"))
-        else:
-            verdicts.append(fn(ctx))
     return verdicts

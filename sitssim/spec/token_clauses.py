@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sitssim.spec.registry import CLAUSES, RunContext, Verdict, evidence, judge
+from sitssim.spec.clause import Clause
+from sitssim.spec.context import Judge, RunContext
+from sitssim.spec.verdict import Verdict, evidence
 from sitssim.workloads.tokens import (
     FIELD_RANGES,
     FRAME_SIZE_BYTES,
@@ -52,9 +54,7 @@ def round_trip_ok(tokens: pd.DataFrame) -> np.ndarray:
     return ok
 
 
-@judge("token.frame_format")
-def frame_format(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["token.frame_format"]
+def frame_format(clause: Clause, ctx: RunContext) -> Verdict:
     tokens = _table(ctx, "tokens")
     if tokens is None:
         return clause.not_applicable("no token frames were produced: add an inference workload")
@@ -76,11 +76,10 @@ def frame_format(ctx: RunContext) -> Verdict:
         problems.append(f"{broken.sum()} in-range frames whose wire bytes do not round-trip")
     bad = ~(in_range & trips)
     hints = tokens["latency_hint"]
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if bad.any() else "pass",
         measured=float(bad.sum()),
-        limit=0.0,
-        unit="bad frames",
         basis="measured",
         evidence=(evidence("tokens", tokens.loc[bad, "row"]),) if bad.any() else (),
         detail="; ".join(problems)
@@ -99,9 +98,7 @@ def _same_per_request(received: pd.DataFrame, sent: pd.DataFrame) -> bool:
     return a.shape == b.shape and bool((a == b).all())
 
 
-@judge("token.passthrough")
-def passthrough(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["token.passthrough"]
+def passthrough(clause: Clause, ctx: RunContext) -> Verdict:
     tokens = _table(ctx, "tokens")
     if tokens is None:
         return clause.not_applicable("no token frames were produced: add an inference workload")
@@ -135,11 +132,10 @@ def passthrough(ctx: RunContext) -> Verdict:
                 bad_rows.extend(sent.loc[sent["request"].isin(bad_requests), "row"])
     if not checked:
         return clause.not_applicable("no stage forwarded token frames")
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if total else "pass",
         measured=float(total),
-        limit=0.0,
-        unit="frames",
         basis="measured",
         evidence=(evidence("tokens", bad_rows),) if bad_rows else (),
         detail="; ".join(culprits)
@@ -147,9 +143,7 @@ def passthrough(ctx: RunContext) -> Verdict:
     )
 
 
-@judge("token.emit_window")
-def emit_window(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["token.emit_window"]
+def emit_window(clause: Clause, ctx: RunContext) -> Verdict:
     tokens = _table(ctx, "tokens")
     if tokens is None:
         return clause.not_applicable("no token frames were produced: add an inference workload")
@@ -171,11 +165,10 @@ def emit_window(ctx: RunContext) -> Verdict:
                 slack_ms = min(slack_ms, float((gaps - windows).min()))
     if not np.isfinite(slack_ms):
         return clause.not_applicable("no request emitted two frames: no spacing to judge")
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if too_soon else "pass",
         measured=float(len(too_soon)),
-        limit=0.0,
-        unit="frames",
         basis="measured",
         evidence=(evidence("tokens", too_soon),) if too_soon else (),
         detail=(
@@ -185,9 +178,7 @@ def emit_window(ctx: RunContext) -> Verdict:
     )
 
 
-@judge("token.mhf_kv_alignment")
-def mhf_kv_alignment(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["token.mhf_kv_alignment"]
+def mhf_kv_alignment(clause: Clause, ctx: RunContext) -> Verdict:
     layouts = _table(ctx, "mhf_layouts")
     if layouts is None or not layouts["marked"].any():
         return clause.not_applicable("no MHF-marked token buffers (mhf: off)")
@@ -201,11 +192,10 @@ def mhf_kv_alignment(ctx: RunContext) -> Verdict:
             found.append(f"{name} off by {off.min()}..{off.max()}")
         deviation = np.maximum(deviation, np.abs(off))
     bad = deviation > 0
-    return clause.verdict(
+    return clause.verdict_on(
+        "deviation",
         "fail" if bad.any() else "pass",
         measured=float(deviation.max()),
-        limit=0.0,
-        unit="tokens",
         basis="measured",
         evidence=(evidence("mhf_layouts", marked.loc[bad, "row"]),) if bad.any() else (),
         detail=(
@@ -217,9 +207,7 @@ def mhf_kv_alignment(ctx: RunContext) -> Verdict:
     )
 
 
-@judge("engine.fp8_overflow")
-def fp8_overflow(ctx: RunContext) -> Verdict:
-    clause = CLAUSES["engine.fp8_overflow"]
+def fp8_overflow(clause: Clause, ctx: RunContext) -> Verdict:
     layers = _table(ctx, "engine_layers")
     if layers is None or not layers["format"].isin(FP8_FORMATS).any():
         return clause.not_applicable("adaptive FP8 is off (no engine.fp8 section)")
@@ -238,12 +226,20 @@ def fp8_overflow(ctx: RunContext) -> Verdict:
             f"relative error up to {fp8['rel_error'].max():.3g}"
         )
     )
-    return clause.verdict(
+    return clause.verdict_on(
+        "count",
         "fail" if len(over) else "pass",
         measured=float(fp8["overflows"].sum()),
-        limit=0.0,
-        unit="values",
         basis="measured",
         evidence=(evidence("engine_layers", over["row"]),) if len(over) else (),
         detail=detail,
     )
+
+
+JUDGES: dict[str, Judge] = {
+    "token.frame_format": frame_format,
+    "token.passthrough": passthrough,
+    "token.emit_window": emit_window,
+    "token.mhf_kv_alignment": mhf_kv_alignment,
+    "engine.fp8_overflow": fp8_overflow,
+}

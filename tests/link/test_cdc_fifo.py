@@ -255,7 +255,7 @@ def _cdc_only(path: Path) -> RunContext:
     """The CDC stage and its judges alone: the traffic does not enter these clauses."""
     scenario = load_scenario(path)
     fabric = build_fabric(scenario)
-    return RunContext(scenario=scenario, fabric=fabric, tables=cdc_tables(scenario, fabric))
+    return RunContext(tables=cdc_tables(scenario, fabric))
 
 
 def _judged(ctx: RunContext, clause_id: str) -> Verdict:
@@ -283,11 +283,12 @@ def test_three_flop_receiver_fails_sync_latency_alone() -> None:
 
 def test_single_flop_synchronisers_fail_the_handshake() -> None:
     """link.handshake_setup fails when the synchronisers have one flop (misconfiguration)."""
-    ctx = _cdc_only(ROOT / "scenarios/violations/cdc_single_flop.yaml")
+    path = ROOT / "scenarios/violations/cdc_single_flop.yaml"
+    ctx = _cdc_only(path)
     verdict = _judged(ctx, "link.handshake_setup")
     assert verdict.verdict == "fail"
     assert verdict.measured <= verdict.limit
-    assert verdict.evidence[0].total == len(ctx.fabric.channels)
+    assert verdict.evidence[0].total == len(build_fabric(load_scenario(path)).channels)
     assert _judged(ctx, "link.cdc_sync_latency").verdict == "pass"
 
 
@@ -296,7 +297,7 @@ def test_no_cdc_block_no_cdc_tables() -> None:
     scenario = load_scenario(ROOT / "scenarios/violations/tso_loaded.yaml")
     fabric = build_fabric(scenario)
     assert cdc_tables(scenario, fabric) == {}
-    ctx = RunContext(scenario=scenario, fabric=fabric, tables={})
+    ctx = RunContext(tables={})
     for clause_id in ("link.cdc_fifo_depth", "link.cdc_sync_latency", "link.handshake_setup"):
         assert _judged(ctx, clause_id).verdict == "n/a"
 
@@ -304,7 +305,7 @@ def test_no_cdc_block_no_cdc_tables() -> None:
 def test_clauses_are_na_when_their_corner_is_not_evaluated(fat_tree) -> None:
     tables = dict(fat_tree.tables)
     tables["cdc"] = tables["cdc"][tables["cdc"]["corner"] == "TT/25C"]
-    ctx = RunContext(scenario=fat_tree.scenario, fabric=fat_tree.fabric, tables=tables)
+    ctx = RunContext(tables=tables)
     for clause_id, corner in (
         ("link.cdc_sync_latency", "SS/125C"),
         ("link.handshake_setup", "FF/0C"),

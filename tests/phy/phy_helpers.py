@@ -55,9 +55,7 @@ def phy_run(scenario: Scenario) -> PhyStage:
 
 def phy_verdicts(scenario: Scenario, stage: PhyStage | None = None) -> dict[str, Verdict]:
     """The L1 clauses judged on the PHY tables of ``scenario`` alone (no traffic run)."""
-    import sitssim.spec.phy_clauses  # noqa: F401  (registers the judges)
-
     fabric = build_fabric(scenario)
     stage = stage or run_phy(scenario, fabric)
-    ctx = RunContext(scenario=scenario, fabric=fabric, tables=stage.tables())
+    ctx = RunContext(tables=stage.tables())
     return {cid: JUDGES[cid](ctx) for cid in PHY_CLAUSES}

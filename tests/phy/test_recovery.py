@@ -10,7 +10,6 @@ from types import ModuleType
 import pandas as pd
 import pytest
 
-import sitssim.spec.phy_clauses  # noqa: F401  (registers the L1 judges)
 from sitssim.phy.ltssm import EQ_PHASES, State
 from sitssim.phy.stage import PhyStage
 from sitssim.spec.registry import JUDGES, RunContext
@@ -30,7 +29,7 @@ def assert_contiguous(states: pd.DataFrame) -> None:
 
 
 def assert_every_l0_entry_follows_level3_eq(stage: PhyStage) -> None:
-    ctx = RunContext(scenario=None, fabric=None, tables=stage.tables())  # type: ignore[arg-type]
+    ctx = RunContext(tables=stage.tables())
     verdict = JUDGES["phy.eq_level3"](ctx)
     assert verdict.verdict == "pass", verdict.detail
 

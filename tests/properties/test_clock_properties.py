@@ -18,8 +18,8 @@ from sitssim.fabric.transport import Transport
 from sitssim.link.flit import flit_time_ns
 from sitssim.link.ordered_sets import ordered_sets_table
 from sitssim.scenario import Scenario, scenario_from_data
-from sitssim.spec.clock_clauses import max_allowed_skew, ts_injection
-from sitssim.spec.registry import RunContext
+from sitssim.spec.clock_clauses import max_allowed_skew
+from sitssim.spec.registry import JUDGES, RunContext
 from sitssim.workloads.synthetic import build_schedule
 
 HORIZON_NS = 200_000.0
@@ -36,7 +36,7 @@ def _link(a: str, b: str) -> list[Channel]:
 
 def _judge(table: pd.DataFrame) -> Any:
     """Run the link.ts_injection judge on an ordered-set table alone."""
-    return ts_injection(RunContext(scenario=None, fabric=None, tables={"ordered_sets": table}))
+    return JUDGES["link.ts_injection"](RunContext(tables={"ordered_sets": table}))
 
 
 drifts = st.one_of(

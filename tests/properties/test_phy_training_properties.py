@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from phy import phy_helpers as phy
 
-import sitssim.spec.phy_clauses  # noqa: F401  (registers the judges)
 from sitssim.fabric.topology import build_fabric
 from sitssim.phy.ber_monitor import monitor_link
 from sitssim.phy.links import PhyLink, phy_links
@@ -90,7 +89,7 @@ def test_retraining_is_flagged_exactly_when_it_departs_from_the_spec(
     )
     link = dataclasses.replace(_LINK, device=device)
     tables = _run_device(link, np.array(bers).T, seed)
-    verdict = JUDGES["phy.retrain_trigger"](RunContext(scenario=None, fabric=None, tables=tables))  # type: ignore[arg-type]
+    verdict = JUDGES["phy.retrain_trigger"](RunContext(tables=tables))
     correct = windows == SPEC_WINDOWS and threshold == SPEC_THRESHOLD
     if correct:
         assert verdict.verdict in ("pass", "n/a"), verdict.detail

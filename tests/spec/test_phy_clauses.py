@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 from phy import phy_helpers as phy
 
-import sitssim.spec.phy_clauses  # noqa: F401  (registers the judges)
 from sitssim.spec.registry import JUDGES, RunContext
 
 
@@ -147,9 +146,7 @@ def _judge_retrain(errors: list[int], retrain_after: int | None) -> str:
     link_states = pd.DataFrame(states, columns=["state", "t_enter_ns", "t_exit_ns", "cause"])
     link_states.insert(0, "link", "l")
     link_states.insert(0, "state_id", range(len(link_states)))
-    ctx = RunContext(
-        scenario=None, fabric=None, tables={"link_states": link_states, "ber_windows": windows}
-    )  # type: ignore[arg-type]
+    ctx = RunContext(tables={"link_states": link_states, "ber_windows": windows})
     return JUDGES["phy.retrain_trigger"](ctx).verdict
 
 

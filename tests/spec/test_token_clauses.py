@@ -33,7 +33,7 @@ MS = 1_000_000
 
 
 def judge(clause: str, **tables: pd.DataFrame) -> Verdict:
-    return JUDGES[clause](RunContext(scenario=None, fabric=None, tables=tables))
+    return JUDGES[clause](RunContext(tables=tables))
 
 
 def hop(request, token_id, ts, hint, stage, to_stage, born, t_emit, t_arrive, wire=None):

@@ -1,0 +1,120 @@
+"""A clause of SITS2026 as data: its words, its limits (value, operator, unit), its constants.
+
+The catalogue (``catalogue.py``) is the one place a limit is written; a judge takes
+it from the clause it is handed and never restates it, so the report's ``limit``,
+``op`` and ``unit`` and the comparison the judge makes cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from sitssim.spec.verdict import Verdict, VerdictKind
+
+Op = Literal["<=", "<", ">=", ">", "=="]
+_HOLDS: dict[str, Callable[[Any, Any], Any]] = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+    "==": operator.eq,
+}
+# The negation written as a comparison of its own, so a missing value (NaN) breaks
+# no inequality: what an unmeasured row means is the judge's to say.
+_BREAKS: dict[str, Callable[[Any, Any], Any]] = {
+    "<=": operator.gt,
+    "<": operator.ge,
+    ">=": operator.lt,
+    ">": operator.le,
+    "==": operator.ne,
+}
+
+
+@dataclass(frozen=True)
+class Limit:
+    """``measured <op> value``, in ``unit``.
+
+    ``value`` is None when the spec gives a formula of the run (the skew budget grows
+    with the GPU count, the TSO window with the measured round trip): the judge
+    computes it from the clause's ``params`` or the run's tables and passes it in.
+    """
+
+    op: Op
+    unit: str
+    value: float | None = None
+
+    def bound(self, value: float | None = None) -> float:
+        """The limit's value: the catalogue's, or the run's for a formula, never both."""
+        if (self.value is None) == (value is None):
+            raise ValueError(
+                "a constant limit takes no value from the judge; a formula needs one"
+                if value is not None
+                else "this limit is a formula of the run: pass its value"
+            )
+        return float(self.value if value is None else value)
+
+    def holds(self, measured: Any, value: float | None = None) -> Any:
+        return _HOLDS[self.op](measured, self.bound(value))
+
+    def breaks(self, measured: Any, value: float | None = None) -> Any:
+        return _BREAKS[self.op](measured, self.bound(value))
+
+    def worst(self, values: Any, value: float | None = None) -> Any:
+        """How far each value is towards (or past) the limit: larger is worse."""
+        values = np.asarray(values, dtype=float)
+        if self.op in ("<=", "<"):
+            return values
+        if self.op in (">=", ">"):
+            return -values
+        return np.abs(values - self.bound(value))
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One checkable rule.
+
+    ``modelled`` says whether the simulator has the facts to judge it: a modelled
+    clause must have a judge and a non-modelled one must not (``registry.py`` checks
+    both at import), so an ``n/a`` "not modelled yet" is a decision written here,
+    never a forgotten registration. ``issue`` names the issue that brings the model.
+    """
+
+    id: str
+    layer: str
+    section: str
+    text: str
+    issue: int | None = None
+    modelled: bool = True
+    limits: Mapping[str, Limit] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def verdict(self, verdict: VerdictKind, **kwargs: Any) -> Verdict:
+        return Verdict(id=self.id, layer=self.layer, verdict=verdict, **kwargs)
+
+    def verdict_on(
+        self,
+        limit: str,
+        verdict: VerdictKind,
+        *,
+        measured: float,
+        value: float | None = None,
+        **kwargs: Any,
+    ) -> Verdict:
+        """A verdict against the named limit, which supplies the report's limit, op and unit."""
+        spec = self.limits[limit]
+        return self.verdict(
+            verdict,
+            measured=measured,
+            limit=spec.bound(value),
+            op=spec.op,
+            unit=spec.unit,
+            **kwargs,
+        )
+
+    def not_applicable(self, why: str) -> Verdict:
+        return self.verdict("n/a", detail=why)

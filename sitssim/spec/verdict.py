@@ -1,0 +1,61 @@
+"""What a judge returns: a verdict on one clause and the result-table rows behind it.
+
+A verdict is data for the report (``report.json`` prints ``to_dict`` as is), so its
+field order and values are part of the output's byte-for-byte contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+VerdictKind = Literal["pass", "fail", "n/a"]
+Basis = Literal["measured", "configured", "none"]
+# Enough rows for a reader to start from, few enough to keep report.json short.
+EVIDENCE_ROWS = 20
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Rows of a result table that support a verdict (ids in the table's id column)."""
+
+    table: str
+    rows: tuple[int, ...]
+    total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "rows": list(self.rows), "total": self.total}
+
+
+def evidence(table: str, ids: Any) -> Evidence:
+    """The first ``EVIDENCE_ROWS`` of ``ids``, and how many there were in all."""
+    ids = [int(i) for i in ids]
+    return Evidence(table=table, rows=tuple(ids[:EVIDENCE_ROWS]), total=len(ids))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    id: str
+    layer: str
+    verdict: VerdictKind
+    measured: float | None = None
+    limit: float | None = None
+    op: str = "<="
+    unit: str = ""
+    basis: Basis = "none"
+    evidence: tuple[Evidence, ...] = ()
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "layer": self.layer,
+            "verdict": self.verdict,
+            "measured": self.measured,
+            "op": self.op,
+            "limit": self.limit,
+            "unit": self.unit,
+            "basis": self.basis,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "detail": self.detail,
+        }
