@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from sitssim.cli import app
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
-from sitssim.workloads.requests import rob_stall_study
+from sitssim.studies.rob_stall import rob_stall_study
 
 # A root complex with one near GPU and one far one: completions overtake each other.
 NEAR_AND_FAR = {
