@@ -12,24 +12,27 @@ deterministic policies exist:
   round robin, each path weighted by its bottleneck bandwidth (a plane
   reached by five links takes five shares in eighteen).
 
-Weighted ECMP with flow hashing belongs to the switch layer. Routes are
-computed on first use and cached.
+Weighted ECMP with flow hashing belongs to the switch layer. A pair's route is
+computed on its first message, from next-hop tables built once per destination
+(``route_tables``), and cached; route ids number routes in that order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import pairwise
+from typing import NamedTuple
 
-import networkx as nx
-
+from sitssim.fabric.route_tables import RouteTables
 from sitssim.fabric.topology import Fabric
 
 SPRAY_KINDS = frozenset({"nvswitch"})
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
+    """One path of a pair, numbered in order of first use. A named tuple, not a frozen
+    dataclass: a 1024-GPU fat tree makes a million of them, and a frozen dataclass's
+    ``__init__`` took most of the route build time."""
+
     id: int
     nodes: tuple[str, ...]
     channels: tuple[int, ...]
@@ -63,47 +66,57 @@ class PathSelector:
         return self.routes[best]
 
 
+class PinnedSelector:
+    """The selector of a pair that always takes one route: no weights, no credit to keep
+    (a million of them at 1024 GPUs)."""
+
+    __slots__ = ("routes",)
+
+    def __init__(self, route: Route) -> None:
+        self.routes = [route]
+
+    def next(self) -> Route:
+        return self.routes[0]
+
+
 class Router:
+    """Routes of one fabric, pinned or sprayed (see the module docstring); ``routes``
+    lists every route handed out, ``routes[r.id] is r``."""
+
     def __init__(self, fabric: Fabric, spray: bool | None = None) -> None:
         self.fabric = fabric
         self.spray = fabric.kind in SPRAY_KINDS if spray is None else spray
-        self._order = {node: i for i, node in enumerate(sorted(fabric.graph))}
-        self._by_nodes: dict[tuple[str, ...], Route] = {}
-        self._selectors: dict[tuple[str, str], PathSelector] = {}
+        self.tables = RouteTables(fabric.graph)
+        self._selectors: dict[tuple[str, str], PathSelector | PinnedSelector] = {}
         self.routes: list[Route] = []
 
     def _route(self, nodes: tuple[str, ...]) -> Route:
-        found = self._by_nodes.get(nodes)
-        if found is None:
-            index = self.fabric.channel_index
-            found = Route(
-                id=len(self.routes),
-                nodes=nodes,
-                channels=tuple(index[pair] for pair in pairwise(nodes)),
-            )
-            self.routes.append(found)
-            self._by_nodes[nodes] = found
-        return found
+        # A pair's selector is made once, and no two pairs share a path, so every path
+        # arriving here is new.
+        channel = self.fabric.channel_index.__getitem__
+        route = Route(len(self.routes), nodes, tuple(map(channel, pairwise(nodes))))
+        self.routes.append(route)
+        return route
 
-    def selector(self, src: str, dst: str) -> PathSelector:
+    def selector(self, src: str, dst: str) -> PathSelector | PinnedSelector:
         """The path selector of a pair; a pinned pair's selector always returns one route."""
         key = (src, dst)
         found = self._selectors.get(key)
         if found is not None:
             return found
-        paths = sorted(tuple(p) for p in nx.all_shortest_paths(self.fabric.graph, src, dst))
-        phase = (self._order[src] + self._order[dst]) % len(paths)
-        if self.spray and len(paths) > 1:
-            routes = [self._route(p) for p in paths]
+        tables = self.tables
+        phase = tables.number[src] + tables.number[dst]
+        if self.spray and tables.count(src, dst) > 1:
+            routes = [self._route(p) for p in tables.paths(src, dst)]
             channels = self.fabric.channels
             weights = [min(channels[c].bytes_per_ns for c in r.channels) for r in routes]
             found = PathSelector(routes, weights)
             # Start pairs at different points of the rotation, so that every
             # pair's first message does not land on the same plane.
-            for _ in range(phase):
+            for _ in range(phase % len(routes)):
                 found.next()
         else:
-            found = PathSelector([self._route(paths[phase])], [1.0])
+            found = PinnedSelector(self._route(tables.path(src, dst, phase)))
         self._selectors[key] = found
         return found
 

@@ -1,9 +1,16 @@
-"""Routing (issue 2, item 4): shortest paths, deterministic, ties spread over spines / planes."""
+"""Routing: shortest paths, deterministic, ties spread over spines / planes.
+
+The router reads next-hop tables built once per destination; ``_ReferenceRouter`` below
+is the per-pair ``all_shortest_paths`` router they replaced, kept here as the oracle the
+tables must reproduce route for route and id for id.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import subprocess
 import sys
 from collections import Counter
@@ -13,7 +20,10 @@ from typing import Any
 
 import networkx as nx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from sitssim.fabric.route_tables import RouteTables
 from sitssim.fabric.routing import Route, Router
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.scenario import scenario_from_data
@@ -171,3 +181,190 @@ def test_nvswitch_run_loads_planes_in_proportion_to_their_bandwidth(
     share = by_plane["bytes"] / by_plane["bytes"].sum()
     expected = by_plane["bytes_per_ns"] / by_plane["bytes_per_ns"].sum()
     assert share.to_numpy() == pytest.approx(expected.to_numpy(), abs=0.01)
+
+
+# --- equivalence with the per-pair all_shortest_paths router ---------------------------
+
+
+class _ReferenceRouter:
+    """The router before next-hop tables: one ``all_shortest_paths`` search per pair,
+    its paths sorted, pinned phase ``(index(s) + index(d)) mod k``, spray by smooth
+    weighted round robin over bottleneck bandwidths."""
+
+    def __init__(self, fabric: Fabric, spray: bool) -> None:
+        self.fabric = fabric
+        self.spray = spray
+        self.order = {node: i for i, node in enumerate(sorted(fabric.graph))}
+        self.by_nodes: dict[tuple[str, ...], tuple[int, tuple[int, ...]]] = {}
+        self.routes: list[tuple[int, tuple[str, ...], tuple[int, ...]]] = []
+        # Per pair: its routes, their weights and the round robin's credit.
+        self.pairs: dict[tuple[str, str], tuple[list[int], list[float], list[float]]] = {}
+
+    def _route(self, nodes: tuple[str, ...]) -> int:
+        if nodes not in self.by_nodes:
+            channels = tuple(self.fabric.channel_index[p] for p in pairwise(nodes))
+            self.by_nodes[nodes] = (len(self.routes), channels)
+            self.routes.append((len(self.routes), nodes, channels))
+        return self.by_nodes[nodes][0]
+
+    def _next(self, state: tuple[list[int], list[float], list[float]]) -> int:
+        ids, weights, credit = state
+        for i, w in enumerate(weights):
+            credit[i] += w
+        best = max(range(len(credit)), key=credit.__getitem__)
+        credit[best] -= sum(weights)
+        return ids[best]
+
+    def route(self, src: str, dst: str) -> int:
+        state = self.pairs.get((src, dst))
+        if state is None:
+            paths = sorted(tuple(p) for p in nx.all_shortest_paths(self.fabric.graph, src, dst))
+            phase = (self.order[src] + self.order[dst]) % len(paths)
+            if self.spray and len(paths) > 1:
+                ids = [self._route(p) for p in paths]
+                channels = self.fabric.channels
+                weights = [min(channels[c].bytes_per_ns for c in self.routes[r][2]) for r in ids]
+                state = (ids, weights, [0.0] * len(ids))
+                for _ in range(phase):
+                    self._next(state)
+            else:
+                state = ([self._route(paths[phase])], [1.0], [0.0])
+            self.pairs[(src, dst)] = state
+        return self._next(state)
+
+
+def _assert_same_as_reference(
+    fabric: Fabric, pairs: list[tuple[str, str]], spray: bool | None = None
+) -> None:
+    """Both routers answer ``pairs`` in this order alike, and number their routes alike."""
+    router = Router(fabric, spray=spray)
+    reference = _ReferenceRouter(fabric, spray=router.spray)
+    got = [router.route(s, d).id for s, d in pairs]
+    assert got == [reference.route(s, d) for s, d in pairs]
+    assert [(r.id, r.nodes, r.channels) for r in router.routes] == reference.routes
+
+
+def _shuffled_pairs(fabric: Fabric, repeat: int, seed: int) -> list[tuple[str, str]]:
+    """Every ordered pair of endpoints ``repeat`` times, in an order that is not sorted
+    (route ids follow first use, so the order is part of what is compared)."""
+    endpoints = [*fabric.gpus, *([fabric.root] if fabric.root else [])]
+    pairs = list(permutations(endpoints, 2)) * repeat
+    random.Random(seed).shuffle(pairs)
+    return pairs
+
+
+@pytest.mark.parametrize(
+    "topology",
+    [
+        {"kind": "fat_tree", "gpus": 8, "levels": 2, "radix": 4, "spines": 4},
+        {"kind": "fat_tree", "gpus": 16, "levels": 2, "radix": 4, "spines": 3},
+        {"kind": "fat_tree", "gpus": 32, "levels": 2, "radix": 8, "spines": 8},
+        {"kind": "fat_tree", "gpus": 27, "levels": 3, "radix": 3, "spines": 4},
+        {"kind": "fat_tree", "gpus": 8, "levels": 3, "radix": 2, "spines": 2},
+        {"kind": "fat_tree", "gpus": 10, "levels": 2, "radix": 4, "spines": 5},
+        {"kind": "fat_tree", "gpus": 8, "levels": 1, "radix": 8, "root_complex": False},
+        {"kind": "fat_tree", "gpus": 12, "radix": 4, "spines": 2, "root_complex": False},
+        {"kind": "direct_rc", "gpus": 6},
+        TOPOLOGIES["ring"],
+    ],
+    ids=lambda t: "-".join(str(v) for v in t.values() if not isinstance(v, list)),
+)
+@pytest.mark.parametrize("spray", [None, True])
+def test_pinned_and_sprayed_routes_match_the_per_pair_search(
+    topology: dict[str, Any], spray: bool | None
+) -> None:
+    fabric = _fabric(topology)
+    _assert_same_as_reference(fabric, _shuffled_pairs(fabric, repeat=3, seed=7), spray)
+
+
+@pytest.mark.parametrize(
+    "topology",
+    [
+        TOPOLOGIES["nvswitch"],
+        {"kind": "nvswitch", "gpus": 6, "planes": 3, "links_per_gpu": 7},
+        {"kind": "nvswitch", "gpus": 4, "planes": 6, "links_per_gpu": 18},
+    ],
+    ids=lambda t: "-".join(str(v) for v in t.values()),
+)
+def test_nvswitch_spray_sequences_match_the_per_pair_search(topology: dict[str, Any]) -> None:
+    fabric = _fabric(topology)
+    pairs = list(permutations(fabric.gpus, 2))
+    rng = random.Random(3)
+    # A few hundred messages of a few pairs, interleaved: each pair's rotation must carry
+    # on where it stopped, whatever the other pairs did in between.
+    messages = [rng.choice(pairs[:5]) for _ in range(400)] + _shuffled_pairs(fabric, 2, seed=5)
+    _assert_same_as_reference(fabric, messages)
+
+
+_NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,5}", fullmatch=True)
+
+
+@st.composite
+def _graphs(draw: st.DrawFn) -> dict[str, Any]:
+    """A connected networkx random graph whose nodes carry drawn names, so that sorted
+    name order is unrelated to the order nodes were built in."""
+    n = draw(st.integers(3, 14))
+    seed = draw(st.integers(0, 2**32 - 1))
+    g = nx.gnp_random_graph(n, draw(st.floats(0.1, 0.7)), seed=seed)
+    components = [sorted(c) for c in nx.connected_components(g)]
+    for component in components[1:]:
+        g.add_edge(draw(st.sampled_from(components[0])), draw(st.sampled_from(component)))
+    names = draw(st.lists(_NAME, min_size=n, max_size=n, unique=True))
+    gpus = draw(st.sets(st.integers(0, n - 1), min_size=2))
+    kinds = ["gpu" if i in gpus else "switch" for i in range(n)]
+    if draw(st.booleans()):
+        kinds[min(set(range(n)) - gpus, default=n - 1)] = "root_complex"
+    return {
+        "kind": "graph",
+        "nodes": [{"id": names[i], "kind": kinds[i]} for i in range(n)],
+        "edges": [
+            {"a": names[a], "b": names[b], "links": draw(st.integers(1, 3))} for a, b in g.edges
+        ],
+    }
+
+
+@given(topology=_graphs(), spray=st.sampled_from([None, True]), seed=st.integers(0, 99))
+def test_random_graph_routes_match_the_per_pair_search(
+    topology: dict[str, Any], spray: bool | None, seed: int
+) -> None:
+    fabric = _fabric(topology)
+    _assert_same_as_reference(fabric, _shuffled_pairs(fabric, repeat=3, seed=seed), spray)
+
+
+@given(topology=_graphs())
+def test_next_hops_are_the_neighbours_one_step_closer(topology: dict[str, Any]) -> None:
+    graph = _fabric(topology).graph
+    tables = RouteTables(graph)
+    for dst in graph:
+        dist = nx.single_source_shortest_path_length(graph, dst)
+        for node in graph:
+            closer = sorted(m for m in graph[node] if dist[m] == dist[node] - 1)
+            assert tables.next_hops(node, dst) == tuple(closer)
+            assert tables.count(node, dst) == len(list(nx.all_shortest_paths(graph, node, dst)))
+
+
+def test_kth_path_is_found_without_listing_the_paths_before_it() -> None:
+    """A 40 x 40 grid has C(78, 39), about 2.7e22, shortest paths corner to corner: far
+    too many to list, yet any one of them in sorted order is a walk of 78 steps."""
+    graph = nx.relabel_nodes(nx.grid_2d_graph(40, 40), lambda v: f"n{v[0]:02d}.{v[1]:02d}")
+    tables = RouteTables(graph)
+    total = tables.count("n00.00", "n39.39")
+    assert total == math.comb(78, 39)
+    ranks = [0, 1, total // 3, total // 2, total - 2, total - 1]
+    paths = [tables.path("n00.00", "n39.39", k) for k in ranks]
+    assert paths == sorted(paths) and len(set(paths)) == len(paths)
+    # The first in sorted order runs along the row ("n00.01" sorts before "n01.00").
+    assert paths[0] == tuple(f"n00.{j:02d}" for j in range(40)) + tuple(
+        f"n{i:02d}.39" for i in range(1, 40)
+    )
+    for path in paths:
+        assert len(path) == 79 and all(graph.has_edge(a, b) for a, b in pairwise(path))
+    assert tables.path("n00.00", "n39.39", total) == paths[0]
+
+
+def test_kth_path_ranks_a_small_grid_like_sorting_all_of_them() -> None:
+    graph = nx.relabel_nodes(nx.grid_2d_graph(4, 5), lambda v: f"n{v[0]}{v[1]}")
+    tables = RouteTables(graph)
+    for src, dst in [("n00", "n34"), ("n30", "n04"), ("n12", "n33"), ("n21", "n21")]:
+        every = sorted(tuple(p) for p in nx.all_shortest_paths(graph, src, dst))
+        assert tables.paths(src, dst) == every
