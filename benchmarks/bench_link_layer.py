@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_transport import Setup, _timed, build, saturating_scenario
 
 from sitssim.fabric.transport import Transport
-from sitssim.link.credit_stage import build_credit_stage
-from sitssim.link.flit_stage import build_flit_stage
-from sitssim.phy.stage import run_phy
 from sitssim.scenario import Scenario
+from sitssim.stages.credits import build_credit_stage
+from sitssim.stages.flit import build_flit_stage
+from sitssim.stages.phy import run_phy
 
 TARGET = 0.5
 
@@ -47,8 +47,9 @@ def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, float, dic
     and what the link layer did in it (replays, credit stalls)."""
     flit = credit = None
     if scenario is not None:
-        flit = build_flit_stage(scenario, setup.fabric, run_phy(scenario, setup.fabric).recover)
-        credit = build_credit_stage(scenario, setup.fabric)
+        recover = run_phy(scenario, setup.fabric).recover
+        flit = build_flit_stage(scenario.link_layer.flit, scenario.seed, setup.fabric, recover)
+        credit = build_credit_stage(scenario.link_layer.credits, setup.fabric)
     transport = Transport(
         simpy.Environment(),
         setup.fabric,
@@ -64,7 +65,7 @@ def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, float, dic
     if flit is not None and credit is not None:
         done = {
             "replays": len(flit.log.t_ns),
-            "credit_stalls": int(credit.metrics()["credit_stalls"]),
+            "credit_stalls": int(credit.summary()["credit_stalls"]),
         }
     return wall, cpu, done
 

@@ -41,8 +41,8 @@ import networkx as nx
 
 from sitssim.errors import InputError
 from sitssim.fabric.topology import Fabric
-from sitssim.link.flit_stage import replay_probabilities
 from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
+from sitssim.stages.flit import replay_probabilities
 from sitssim.units import UnitError, parse_size_bytes
 from sitssim.workloads.collective_config import CollectiveWorkload
 from sitssim.workloads.collectives import binary_tree, chunk_sizes
@@ -295,7 +295,7 @@ def estimate(scenario: Scenario, fabric: Fabric) -> Estimate:
     for i, wl in enumerate(scenario.workloads):
         est.workloads.append(ESTIMATORS[type(wl)](scenario, fabric, i, wl))
     est.clock_messages = _clock_messages(scenario, fabric)
-    p = max(replay_probabilities(scenario, fabric).values(), default=0.0)
+    p = max(replay_probabilities(scenario.link_layer.flit, fabric).values(), default=0.0)
     if p > 0:
         # Each flit fails geometrically often (p / (1 - p) times); each failure logs a row.
         flits_per_message = _flits(_mean_message_bytes(scenario))

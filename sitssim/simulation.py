@@ -1,4 +1,9 @@
-"""One run: scenario -> fabric -> transport -> tables -> oracles -> verdicts -> metrics."""
+"""One run: scenario -> fabric -> stages -> transport -> tables -> oracles -> verdicts -> metrics.
+
+The orchestrator is a loop over the stage registry (:mod:`sitssim.stages.registry`); what
+it owns itself is the transport and its own tables (messages, probes, links, nodes,
+config) and figures, which every stage's come after.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from sitssim.fabric.clock_sync import attach_clocks
 from sitssim.fabric.messages import (
     KIND_DATA,
     KIND_NAMES,
@@ -20,29 +24,11 @@ from sitssim.fabric.oracles import ThroughputBound, throughput_bound, zero_load_
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
-from sitssim.link.cdc_stage import cdc_tables
-from sitssim.link.credit_stage import build_credit_stage
-from sitssim.link.flit_stage import build_flit_stage
-from sitssim.phy.stage import run_phy
 from sitssim.preflight import preflight
-from sitssim.scenario import ProbeWorkload, Scenario
+from sitssim.scenario import Scenario
 from sitssim.spec.registry import RunContext, Verdict, judge_all
-from sitssim.workloads.collectives import (
-    collective_metrics,
-    collectives_table,
-    start_collective_workloads,
-)
-from sitssim.workloads.inference import (
-    inference_metrics,
-    inference_tables,
-    start_inference_workloads,
-)
-from sitssim.workloads.requests import (
-    start_transaction_workloads,
-    transaction_probe_rows,
-    transaction_tables,
-)
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.base import Finished, Stage, Wiring
+from sitssim.stages.registry import STAGES
 
 # Oracle comparisons allow for float rounding along a route's sum of delays.
 ORACLE_RTOL = 1e-9
@@ -224,83 +210,67 @@ def _metrics(
     }
 
 
+def _merge_metrics(metrics: dict[str, object], sections: dict[str, object]) -> None:
+    """Add a stage's metric sections; one already there (a dict) is extended in place."""
+    for key, value in sections.items():
+        held = metrics.get(key)
+        if isinstance(held, dict) and isinstance(value, dict):
+            metrics[key] = {**held, **value}
+        else:
+            metrics[key] = value
+
+
 def simulate(
     scenario: Scenario,
     seed: int | None = None,
     progress: Callable[[float, float], None] | None = None,
 ) -> RunResult:
-    """Simulate a scenario and judge every clause. ``seed`` overrides the scenario's."""
+    """Simulate a scenario and judge every clause. ``seed`` overrides the scenario's.
+
+    preflight, build every stage (registry order), build the transport from what they
+    wired, start each stage on it, run, then the transport's own tables followed by each
+    stage's, the verdicts, and the metrics likewise.
+    """
     if seed is not None and seed != scenario.seed:
         scenario = scenario.updated(seed=seed)
     fabric = preflight(scenario).fabric
-    phy = run_phy(scenario, fabric)
-    cdc = cdc_tables(scenario, fabric)
     nodes = sorted(fabric.graph)
-    node_id = {n: i for i, n in enumerate(nodes)}
-    schedule = build_schedule(scenario, fabric, node_id)
-    probe_params = {
-        i: (wl.turnaround, wl.completion_bytes)
-        for i, wl in enumerate(scenario.workloads)
-        if isinstance(wl, ProbeWorkload)
-    }
+    wiring = Wiring(node_id={n: i for i, n in enumerate(nodes)})
+    stages: list[Stage] = [spec.build(scenario, fabric, wiring) for spec in STAGES]
     router = Router(fabric)
-    flit = build_flit_stage(scenario, fabric, phy.recover)
-    credit = build_credit_stage(scenario, fabric)
     transport = Transport(
         simpy.Environment(),
         fabric,
         router,
         nodes,
-        schedule,
-        probe_params,
-        flit.links,
-        credit.links,
+        wiring.schedule,
+        wiring.probe_params,
+        wiring.flit_links,
+        wiring.credit_links,
     )
-    phy.apply_outages(transport)
-    collective_runs = start_collective_workloads(scenario, fabric, transport)
-    clock_stage = attach_clocks(scenario, fabric, transport)
-    inference = start_inference_workloads(scenario, fabric, transport)
-    transactions = start_transaction_workloads(scenario, fabric, transport)
+    for stage in stages:
+        stage.start(transport)
     transport.run(progress)
-    credit.check_returned()
+    for stage in stages:
+        stage.finish()
     delivered = np.asarray(transport.t_deliver, dtype=float)
     simulated_ns = float(max(scenario.duration, delivered.max() if len(delivered) else 0.0))
-    simulated_ns = max([simulated_ns, *(d.end_ns for d in inference)])
+    simulated_ns = max([simulated_ns, *(stage.end_ns() for stage in stages)])
 
     tables: dict[str, pd.DataFrame] = {}
     tables["messages"] = _messages_table(transport, router, fabric, scenario)
     tables["probes"] = _probes_table(tables["messages"])
-    if transactions:
-        tables.update(transaction_tables(transactions))
-        tables["probes"] = pd.concat(
-            [
-                tables["probes"],
-                transaction_probe_rows(tables["transactions"], tables["messages"]),
-            ],
-            ignore_index=True,
-        )
     tables["links"] = _links_table(transport, fabric, simulated_ns)
     tables["nodes"] = _nodes_table(fabric)
     tables["config"] = _config_table(scenario)
-    tables.update(phy.tables())
-    tables.update(cdc)
-    tables.update(flit.tables())
-    tables.update(credit.tables())
-    if clock_stage is not None:
-        tables.update(clock_stage.tables(simulated_ns))
-    if collective_runs:
-        tables["collectives"] = collectives_table(collective_runs)
-    if inference:
-        tables.update(inference_tables(inference))
+    run = Finished(scenario, fabric, transport, simulated_ns, tables)
+    for stage in stages:
+        tables.update(stage.tables(run))
     bound = throughput_bound(fabric, router.routes, tables["messages"], scenario.duration)
     verdicts = judge_all(RunContext(tables=tables))
     metrics = _metrics(tables, bound, scenario, simulated_ns)
-    metrics["phy"] = phy.metrics()
-    metrics["link_layer"] = {**flit.metrics(), **credit.metrics()}
-    if "collectives" in tables:
-        metrics["collectives"] = collective_metrics(tables["collectives"])
-    if inference:
-        metrics["inference"] = inference_metrics(inference, tables)
+    for stage in stages:
+        _merge_metrics(metrics, stage.metrics(run))
     return RunResult(
         scenario=scenario,
         seed=scenario.seed,

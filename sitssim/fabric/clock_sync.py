@@ -394,13 +394,3 @@ class ClockStage:
             "fences": fences,
             "clocks": clocks,
         }
-
-
-def attach_clocks(scenario: Scenario, fabric: Fabric, transport: Transport) -> ClockStage | None:
-    """Check the clock faults, then set up the clock stage on ``transport`` (None: no clocks)."""
-    check_clock_references(scenario, fabric)
-    if not scenario.clocks.enabled:
-        return None
-    stage = ClockStage(scenario, fabric, transport)
-    stage.start()
-    return stage

@@ -50,7 +50,7 @@ if len(set(KIND_NAMES)) != len(KIND_NAMES):
     raise ValueError(f"message kind names repeat: {KIND_NAMES}")
 
 # Each kind's class as an index into ``tuple(FcClass)``, the order the credit stage's
-# per-class arrays use (``sitssim.link.credit_stage.FC_CLASSES``).
+# per-class arrays use (``sitssim.link.credit_link.FC_CLASSES``).
 FC_CLASS_OF_KIND: tuple[int, ...] = tuple(tuple(FcClass).index(k.fc_class) for k in MESSAGE_KINDS)
 
 

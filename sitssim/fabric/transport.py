@@ -46,7 +46,7 @@ from sitssim.fabric.messages import FC_CLASS_OF_KIND, KIND_PROBE_COMPLETION, KIN
 from sitssim.fabric.routing import Router
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
-from sitssim.link.credit_stage import FC_POSTED, Cost, CreditLink
+from sitssim.link.credit_link import FC_POSTED, Cost, CreditLink
 from sitssim.link.flit_link import TLP_BYTES_PER_FLIT, FlitLink
 
 # Progress reports per expected run, and the shortest run they are spread over.

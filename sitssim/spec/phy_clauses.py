@@ -1,6 +1,6 @@
 """Judges of the L1 physical-layer clauses (§2.1, §3.1, §4.3).
 
-Each reads the PHY tables of a run (see ``sitssim/phy/stage.py``; times on the
+Each reads the PHY tables of a run (see ``sitssim/stages/phy.py``; times on the
 PHY clock, 0 = the reset) and compares what the links did with the spec's
 limits. None reads a device profile or a fault: a faulty PHY is caught by what
 it did.
@@ -210,7 +210,7 @@ def phase_alignment(clause: Clause, ctx: RunContext) -> Verdict:
     )
 
 
-# Recoveries another layer asks for (sitssim/phy/stage.py, PhyStage.recover): not the BER
+# Recoveries another layer asks for (sitssim/stages/phy.py, PhyStage.recover): not the BER
 # monitor's requests, and counted through by its training cycles, which ran before them.
 LINK_LAYER_RECOVERY = "replay_rollover"
 

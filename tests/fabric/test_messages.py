@@ -6,7 +6,7 @@ import pytest
 
 from sitssim.fabric import messages
 from sitssim.fabric.messages import FC_CLASS_OF_KIND, KIND_NAMES, MESSAGE_KINDS, MessageKind
-from sitssim.link.credit_stage import FC_CLASSES
+from sitssim.link.credit_link import FC_CLASSES
 from sitssim.link.credits import FcClass
 
 

@@ -20,8 +20,8 @@ from sitssim.fabric.messages import KIND_TXN_COMPLETION, KIND_TXN_READ, KIND_TXN
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import build_fabric
 from sitssim.fabric.transport import Transport
-from sitssim.link.credit_stage import build_credit_stage
 from sitssim.scenario import scenario_from_data
+from sitssim.stages.credits import build_credit_stage
 from sitssim.workloads.synthetic import build_schedule
 
 WRITE, READ, COMPLETION = KIND_TXN_WRITE, KIND_TXN_READ, KIND_TXN_COMPLETION
@@ -41,7 +41,7 @@ def one_credit_link(
     fabric = build_fabric(scenario)
     nodes = sorted(fabric.graph)
     schedule = build_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
-    credits = build_credit_stage(scenario, fabric)
+    credits = build_credit_stage(scenario.link_layer.credits, fabric)
     return Transport(
         simpy.Environment(), fabric, Router(fabric), nodes, schedule, {}, None, credits.links
     )

@@ -39,8 +39,8 @@ from sitssim.link.cdc_fifo import (
 from sitssim.link.cdc_fifo import (
     simulate as simulate_fifo,
 )
-from sitssim.link.cdc_stage import cdc_tables
 from sitssim.spec.registry import JUDGES, RunContext, Verdict
+from sitssim.stages.cdc import cdc_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 DESIGN = CdcDesign()

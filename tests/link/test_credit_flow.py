@@ -98,7 +98,7 @@ def test_a_transport_that_ignores_credits_is_stopped(monkeypatch: pytest.MonkeyP
     """Mutation witness (issue 4 online invariant): a port that believes every message fits
     sends without credit, and the run stops at the first such grant."""
     from sitssim.errors import InvariantViolation
-    from sitssim.link.credit_stage import CreditLink
+    from sitssim.link.credit_link import CreditLink
 
     monkeypatch.setattr(CreditLink, "fits", lambda self, cost, now: True)
     with pytest.raises(InvariantViolation, match="credits below zero"):

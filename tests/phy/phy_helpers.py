@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from sitssim.fabric.topology import build_fabric
-from sitssim.phy.stage import PhyStage, run_phy
 from sitssim.scenario import Scenario, scenario_from_data
 from sitssim.spec.registry import JUDGES, RunContext, Verdict
+from sitssim.stages.phy import PhyStage, run_phy
 
 PHY_CLAUSES = (
     "phy.symbol_rate",

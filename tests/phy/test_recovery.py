@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from sitssim.phy.ltssm import EQ_PHASES, State
-from sitssim.phy.stage import PhyStage
 from sitssim.spec.registry import JUDGES, RunContext
+from sitssim.stages.phy import PhyStage
 
 ROLLOVER = "replay_rollover"
 

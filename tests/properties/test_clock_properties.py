@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sitssim.fabric.clock_params import MAX_PPM, ClockConfig, ClockStepBack
-from sitssim.fabric.clock_sync import attach_clocks
 from sitssim.fabric.clocks import build_clocks
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Channel, build_fabric
@@ -20,6 +19,7 @@ from sitssim.link.ordered_sets import ordered_sets_table
 from sitssim.scenario import Scenario, scenario_from_data
 from sitssim.spec.clock_clauses import max_allowed_skew
 from sitssim.spec.registry import JUDGES, RunContext
+from sitssim.stages.clocks import attach_clocks
 from sitssim.workloads.synthetic import build_schedule
 
 HORIZON_NS = 200_000.0

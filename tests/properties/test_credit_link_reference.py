@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sitssim.link.credit_stage import FC_CLASSES, CreditLink
+from sitssim.link.credit_link import FC_CLASSES, CreditLink
 from sitssim.link.credits import ClassCredits, CreditKind, CreditReceiver, CreditSender
 
 OPS = st.lists(

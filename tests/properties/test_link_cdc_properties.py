@@ -31,7 +31,7 @@ from sitssim.link.cdc_fifo import (
     overflows_at,
     simulate,
 )
-from sitssim.link.cdc_stage import loop_at, min_safe_at
+from sitssim.stages.cdc import loop_at, min_safe_at
 
 DESIGN = CdcDesign()
 designs = st.builds(

@@ -23,9 +23,9 @@ from sitssim.fabric.topology import build_fabric
 from sitssim.phy.ber_monitor import monitor_link
 from sitssim.phy.links import PhyLink, phy_links
 from sitssim.phy.ltssm import State
-from sitssim.phy.stage import PhyStage
 from sitssim.phy.training import LinkTrace, StateRow
 from sitssim.spec.registry import JUDGES, RunContext
+from sitssim.stages.phy import PhyStage
 
 _SCENARIO = phy.star(gpus=1)
 _LINK = phy_links(_SCENARIO, build_fabric(_SCENARIO))[0]

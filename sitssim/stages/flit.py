@@ -1,4 +1,4 @@
-"""The flit-mode stage of a run: a ``FlitLink`` per erroneous channel, and its tables."""
+"""The flit stage: a ``FlitLink`` per erroneous channel from ``link_layer.flit``, its tables."""
 
 from __future__ import annotations
 
@@ -9,18 +9,22 @@ import pandas as pd
 from sitssim.fabric.topology import Fabric
 from sitssim.link.flit import BurstModel, flit_error_rates, flit_time_ns
 from sitssim.link.flit_link import FlitLink, Recover, ReplayLog
+from sitssim.link.flit_profile import FlitProfile
 from sitssim.link.replay import NakPolicy, ReplayProfile
 from sitssim.rng import component_rng
 from sitssim.scenario import Scenario
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
 
 
 @dataclass
-class FlitStage:
+class FlitStage(Stage):
+    """The run's ``FlitLink`` per channel (``None``: error-free) and their replay log."""
+
     links: list[FlitLink | None]
     fabric: Fabric
     log: ReplayLog = field(default_factory=ReplayLog)
 
-    def tables(self) -> dict[str, pd.DataFrame]:
+    def tables(self, run: Finished) -> dict[str, pd.DataFrame]:
         log = self.log
         names = [c.name for c in self.fabric.channels]
         return {
@@ -38,7 +42,8 @@ class FlitStage:
             )
         }
 
-    def metrics(self) -> dict[str, object]:
+    def summary(self) -> dict[str, object]:
+        """The stage's figures, as the ``link_layer`` metrics section holds them."""
         modelled = [fl for fl in self.links if fl is not None]
         sent = sum(fl.flits_sent for fl in modelled)
         replayed = sum(fl.flits_replayed for fl in modelled)
@@ -52,11 +57,14 @@ class FlitStage:
             "p_replay_per_flit": max((fl.p_replay for fl in modelled), default=0.0),
         }
 
+    def metrics(self, run: Finished) -> dict[str, object]:
+        return {"link_layer": self.summary()}
 
-def replay_probabilities(scenario: Scenario, fabric: Fabric) -> dict[int, float]:
+
+def replay_probabilities(profile: FlitProfile, fabric: Fabric) -> dict[int, float]:
     """Per-flit replay probability of every modelled flit channel, by channel id (none
     unless ``pre_fec_ber`` is set); one FEC computation per distinct lane count."""
-    ber = scenario.link_layer.flit.pre_fec_ber or 0.0
+    ber = profile.pre_fec_ber or 0.0
     if ber <= 0:
         return {}
     by_lanes: dict[int, float] = {}
@@ -65,23 +73,23 @@ def replay_probabilities(scenario: Scenario, fabric: Fabric) -> dict[int, float]
         if ch.encoding != "flit256":
             continue
         if ch.lanes not in by_lanes:
-            propagate = scenario.link_layer.flit.burst_propagation
-            burst = BurstModel(p_propagate=propagate, lanes=ch.lanes)
+            burst = BurstModel(p_propagate=profile.burst_propagation, lanes=ch.lanes)
             by_lanes[ch.lanes] = float(flit_error_rates(ber, burst).p_replay)
         out[ch.id] = by_lanes[ch.lanes]
     return out
 
 
-def build_flit_stage(scenario: Scenario, fabric: Fabric, recover: Recover) -> FlitStage:
+def build_flit_stage(
+    profile: FlitProfile, seed: int, fabric: Fabric, recover: Recover
+) -> FlitStage:
     """Flit-mode models for the ``flit256`` channels whose pre-FEC BER is above zero.
 
     ``recover(channel, t_ns)`` times the Recovery a REPLAY_NUM rollover asks for, on the
     traffic clock: the run passes its PHY stage's ``recover``, which retrains the link.
     """
-    profile = scenario.link_layer.flit
     log = ReplayLog()
     links: list[FlitLink | None] = [None] * len(fabric.channels)
-    for ch_id, p_replay in replay_probabilities(scenario, fabric).items():
+    for ch_id, p_replay in replay_probabilities(profile, fabric).items():
         ch = fabric.channels[ch_id]
         flit_ns = flit_time_ns(lanes=ch.lanes * ch.links, gt_per_s=ch.rate_gts)
         replay = ReplayProfile(
@@ -99,10 +107,21 @@ def build_flit_stage(scenario: Scenario, fabric: Fabric, recover: Recover) -> Fl
             flit_ns=flit_ns,
             flight_ns=ch.propagation_ns,
             p_replay=p_replay,
-            rng=component_rng(scenario.seed, "flit", ch.name),
+            rng=component_rng(seed, "flit", ch.name),
             profile=replay,
             dllp_ns=profile.dllp_processing,
             recover=recover,
             log=log,
         )
     return FlitStage(links=links, fabric=fabric, log=log)
+
+
+def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> FlitStage:
+    if wiring.recover is None:
+        raise ValueError("the flit stage needs the PHY stage's recover: register it after phy")
+    stage = build_flit_stage(scenario.link_layer.flit, scenario.seed, fabric, wiring.recover)
+    wiring.flit_links = stage.links
+    return stage
+
+
+STAGE = StageSpec(name="flit", check=None, build=_build)

@@ -1,4 +1,4 @@
-"""The flow-control stage of a run: credit accounting per link direction, on the hot path.
+"""Credit accounting of one link direction, on the hot path (the model the credits stage wires in).
 
 The transport drives one ``CreditLink`` per channel: a port sends a message only when
 its credits are there (``try_consume``), the next node's buffer holds them until the
@@ -13,8 +13,8 @@ The cores stay the reference: a property test
 (tests/properties/test_credit_link_reference.py) drives both with the same operations and
 requires the same refusals and credits. The specialisation exists for speed: the cores'
 general bookkeeping costs about ten microseconds of Python per hop, which made flow
-control ten times slower than the transport it controls. The issue-4 invariants are
-checked here too: nothing is sent without credit, no buffer holds more than it
+control ten times slower than the transport it controls. The flow-control invariants
+are checked here too: nothing is sent without credit, no buffer holds more than it
 advertised, and every credit is back with its sender when the fabric is idle.
 """
 
@@ -22,14 +22,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
-
-import pandas as pd
 
 from sitssim.errors import InvariantViolation
-from sitssim.fabric.topology import Fabric
-from sitssim.link.credits import DATA_CREDIT_BYTES, INFINITE, FcClass
-from sitssim.scenario import Scenario
+from sitssim.link.credits import DATA_CREDIT_BYTES, FcClass
 
 # Per-class arrays are indexed in the enum's order; each message kind's class, as such an
 # index, is declared with the kind (sitssim.fabric.messages.FC_CLASS_OF_KIND).
@@ -56,8 +51,8 @@ class CreditLink:
     decision needs them (a refusal) or the heap grows, which gives the same answers as
     applying each at its own time, because a return only ever adds credit.
 
-    Three checks run online (issue 4: credits never negative nor above the
-    advertisement, no buffer overrun). A grant never takes credits below zero
+    Three checks run online (credits never negative nor above the advertisement, no
+    buffer overrun). A grant never takes credits below zero
     (``overdrawn``: a sender that ignores its credits); the transport writes the grant out
     in its hot path, check included. A return never takes them above the advertisement
     (a return for credits never taken). And the far buffer counts the messages waiting in
@@ -224,70 +219,3 @@ class CreditLink:
             f"channel {self.channel}: a message leaves the buffer at {t_leave} ns, "
             f"before it was committed ({now} ns)"
         )
-
-
-@dataclass
-class CreditStage:
-    links: list[CreditLink | None]
-    fabric: Fabric
-
-    def tables(self) -> dict[str, pd.DataFrame]:
-        rows = [
-            (
-                link.channel,
-                self.fabric.channels[link.channel].name,
-                FC_CLASSES[fc].value,
-                start,
-                end,
-                hdr,
-                data,
-            )
-            for link in self.links
-            if link is not None
-            for fc, start, end, hdr, data in link.stalls
-        ]
-        columns = ["link_id", "link", "fc_class", "start_ns", "end_ns", "needed_hdr", "needed_data"]
-        table = pd.DataFrame(rows, columns=columns)
-        table.insert(0, "stall_id", range(len(table)))
-        return {"credits": table}
-
-    def metrics(self) -> dict[str, object]:
-        stalls = [s for link in self.links if link is not None for s in link.stalls]
-        return {
-            "credit_links": sum(link is not None for link in self.links),
-            "credit_stalls": len(stalls),
-            "credit_stall_ns": sum(end - start for _, start, end, _, _ in stalls),
-        }
-
-    def check_returned(self) -> None:
-        """Every credit is back with its sender once the fabric is idle (issue 4 invariant)."""
-        for link in self.links:
-            if link is None:
-                continue
-            link.sync(math.inf)
-            for fc in range(N_CLASSES):
-                back = (link.avail_hdr[fc], link.avail_data[fc])
-                if back != (link.adv_hdr, link.adv_data) or link.held_hdr[fc] or link.held_data[fc]:
-                    raise InvariantViolation(
-                        f"{self.fabric.channels[link.channel].name}: class "
-                        f"{FC_CLASSES[fc].value} has {back[0]} hdr / {back[1]} data credits of "
-                        f"{link.adv_hdr} / {link.adv_data} back at idle"
-                    )
-
-
-def build_credit_stage(scenario: Scenario, fabric: Fabric) -> CreditStage:
-    profile = scenario.link_layer.credits
-    links: list[CreditLink | None] = [None] * len(fabric.channels)
-    if profile.enabled:
-        hdr = INFINITE if profile.header_credits == "infinite" else profile.header_credits
-        data = INFINITE if profile.data_credits == "infinite" else profile.data_credits
-        for ch in fabric.channels:
-            reverse = fabric.channels[fabric.channel_index[(ch.dst, ch.src)]]
-            links[ch.id] = CreditLink(
-                channel=ch.id,
-                hdr=hdr,
-                data=data,
-                return_ns=reverse.propagation_ns + profile.update_delay,
-                max_payload=profile.max_payload,
-            )
-    return CreditStage(links=links, fabric=fabric)

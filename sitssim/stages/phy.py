@@ -1,4 +1,4 @@
-"""The physical layer's part of a run: reset, training, L0 monitoring, tables, outages.
+"""The PHY stage: reset, training, L0 monitoring, tables, outages.
 
 Time base. The PHY tables are on the *PHY clock*: t = 0 is the reset of every
 link. The traffic phase starts when the last link that trains reaches L0
@@ -44,6 +44,7 @@ from sitssim.phy.training import (
     recovery_episode,
     train_links,
 )
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
@@ -442,3 +443,29 @@ def run_phy(scenario: Scenario, fabric: Fabric) -> PhyStage:
         seed=scenario.seed,
         channel_at=channel_at,
     )
+
+
+@dataclass
+class _PhyRun(Stage):
+    """The PHY stage in a run: its outages on the transport's ports, its tables under their
+    own names and its metrics as the ``phy`` section."""
+
+    phy: PhyStage
+
+    def start(self, transport: Transport) -> None:
+        self.phy.apply_outages(transport)
+
+    def tables(self, run: Finished) -> dict[str, pd.DataFrame]:
+        return self.phy.tables()
+
+    def metrics(self, run: Finished) -> dict[str, object]:
+        return {"phy": self.phy.metrics()}
+
+
+def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> _PhyRun:
+    phy = run_phy(scenario, fabric)
+    wiring.recover = phy.recover
+    return _PhyRun(phy)
+
+
+STAGE = StageSpec(name="phy", check=check_phy_references, build=_build)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from sitssim.errors import InvariantViolation
-from sitssim.link.credit_stage import FC_POSTED, CreditLink
+from sitssim.link.credit_link import FC_POSTED, CreditLink
 
 
 def link(hdr: int = 2, data: int = 64) -> CreditLink:

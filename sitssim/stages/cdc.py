@@ -1,4 +1,4 @@
-"""The CDC stage of a run: every link receiver's FIFO, synchroniser and handshake, per corner.
+"""The CDC stage: every link receiver's FIFO, synchroniser and handshake, per corner.
 
 Each channel (one direction of a link) ends in a CDC FIFO in the receiving device. The
 stage builds that FIFO from the ``link_layer.cdc`` profile (and a ``synchronizer_flops``
@@ -41,6 +41,7 @@ from sitssim.link.cdc_fifo import (
 )
 from sitssim.link.cdc_profile import SynchronizerFlopsFault
 from sitssim.scenario import Scenario
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
 
 # Bits each lane hands the FIFO per PHYCLK cycle: 64 GT/s on an 8 GHz PHYCLK.
 BITS_PER_LANE_PER_CYCLE = 8
@@ -281,3 +282,21 @@ def cdc_tables(scenario: Scenario, fabric: Fabric) -> dict[str, pd.DataFrame]:
         table["link"] = table["link"].astype("category")
         table["corner"] = pd.Categorical(table["corner"], categories=list(CORNERS))
     return {"cdc": cdc, "fifo": fifo}
+
+
+@dataclass
+class CdcStage(Stage):
+    """The CDC tables, evaluated when the stage is built: they depend on the design and the
+    link rates only, never on the traffic."""
+
+    evaluated: dict[str, pd.DataFrame]
+
+    def tables(self, run: Finished) -> dict[str, pd.DataFrame]:
+        return self.evaluated
+
+
+def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> CdcStage:
+    return CdcStage(cdc_tables(scenario, fabric))
+
+
+STAGE = StageSpec(name="cdc", check=check_cdc, build=_build)

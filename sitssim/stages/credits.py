@@ -1,0 +1,104 @@
+"""The credits stage: a ``CreditLink`` per channel from ``link_layer.credits``, its tables.
+
+The hot-path model is :mod:`sitssim.link.credit_link`; this module builds one per link
+direction, reads the stalls back as the ``credits`` table, and checks at the end of the
+run that every credit is back with its sender.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sitssim.errors import InvariantViolation
+from sitssim.fabric.topology import Fabric
+from sitssim.link.credit_link import FC_CLASSES, N_CLASSES, CreditLink
+from sitssim.link.credit_profile import CreditProfile
+from sitssim.link.credits import INFINITE
+from sitssim.scenario import Scenario
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
+
+
+@dataclass
+class CreditStage(Stage):
+    """The run's ``CreditLink`` per channel (``None``: not flow-controlled) and what they
+    recorded."""
+
+    links: list[CreditLink | None]
+    fabric: Fabric
+
+    def tables(self, run: Finished) -> dict[str, pd.DataFrame]:
+        rows = [
+            (
+                link.channel,
+                self.fabric.channels[link.channel].name,
+                FC_CLASSES[fc].value,
+                start,
+                end,
+                hdr,
+                data,
+            )
+            for link in self.links
+            if link is not None
+            for fc, start, end, hdr, data in link.stalls
+        ]
+        columns = ["link_id", "link", "fc_class", "start_ns", "end_ns", "needed_hdr", "needed_data"]
+        table = pd.DataFrame(rows, columns=columns)
+        table.insert(0, "stall_id", range(len(table)))
+        return {"credits": table}
+
+    def summary(self) -> dict[str, object]:
+        """The stage's figures, as the ``link_layer`` metrics section holds them."""
+        stalls = [s for link in self.links if link is not None for s in link.stalls]
+        return {
+            "credit_links": sum(link is not None for link in self.links),
+            "credit_stalls": len(stalls),
+            "credit_stall_ns": sum(end - start for _, start, end, _, _ in stalls),
+        }
+
+    def metrics(self, run: Finished) -> dict[str, object]:
+        return {"link_layer": self.summary()}
+
+    def finish(self) -> None:
+        """Every credit is back with its sender once the fabric is idle."""
+        for link in self.links:
+            if link is None:
+                continue
+            link.sync(math.inf)
+            for fc in range(N_CLASSES):
+                back = (link.avail_hdr[fc], link.avail_data[fc])
+                if back != (link.adv_hdr, link.adv_data) or link.held_hdr[fc] or link.held_data[fc]:
+                    raise InvariantViolation(
+                        f"{self.fabric.channels[link.channel].name}: class "
+                        f"{FC_CLASSES[fc].value} has {back[0]} hdr / {back[1]} data credits of "
+                        f"{link.adv_hdr} / {link.adv_data} back at idle"
+                    )
+
+
+def build_credit_stage(profile: CreditProfile, fabric: Fabric) -> CreditStage:
+    """A ``CreditLink`` per channel, or none (``None`` each) without a credits block."""
+    links: list[CreditLink | None] = [None] * len(fabric.channels)
+    if profile.enabled:
+        hdr = INFINITE if profile.header_credits == "infinite" else profile.header_credits
+        data = INFINITE if profile.data_credits == "infinite" else profile.data_credits
+        for ch in fabric.channels:
+            reverse = fabric.channels[fabric.channel_index[(ch.dst, ch.src)]]
+            links[ch.id] = CreditLink(
+                channel=ch.id,
+                hdr=hdr,
+                data=data,
+                return_ns=reverse.propagation_ns + profile.update_delay,
+                max_payload=profile.max_payload,
+            )
+    return CreditStage(links=links, fabric=fabric)
+
+
+def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> CreditStage:
+    stage = build_credit_stage(scenario.link_layer.credits, fabric)
+    wiring.credit_links = stage.links
+    return stage
+
+
+STAGE = StageSpec(name="credits", check=None, build=_build)

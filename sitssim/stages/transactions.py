@@ -1,0 +1,57 @@
+"""The transactions stage: every ``kind: transactions`` workload, armed on the transport.
+
+Its reads are round trips too, so their rows join the run's ``probes`` table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from sitssim.fabric.topology import Fabric
+from sitssim.scenario import Scenario
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
+from sitssim.workloads.requests import (
+    TransactionRun,
+    check_transaction_workloads,
+    start_transaction_workloads,
+    transaction_probe_rows,
+    transaction_tables,
+)
+
+if TYPE_CHECKING:
+    from sitssim.fabric.transport import Transport
+
+
+@dataclass
+class TransactionStage(Stage):
+    """The transaction workloads of one run; ``runs`` fill in as the run goes."""
+
+    scenario: Scenario
+    fabric: Fabric
+    runs: list[TransactionRun] = field(default_factory=list)
+
+    def start(self, transport: Transport) -> None:
+        self.runs = start_transaction_workloads(self.scenario, self.fabric, transport)
+
+    def tables(self, run: Finished) -> dict[str, pd.DataFrame]:
+        if not self.runs:
+            return {}
+        tables = transaction_tables(self.runs)
+        probes = pd.concat(
+            [
+                run.tables["probes"],
+                transaction_probe_rows(tables["transactions"], run.tables["messages"]),
+            ],
+            ignore_index=True,
+        )
+        return {**tables, "probes": probes}
+
+
+def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> TransactionStage:
+    return TransactionStage(scenario, fabric)
+
+
+STAGE = StageSpec(name="transactions", check=check_transaction_workloads, build=_build)
