@@ -35,13 +35,13 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import networkx as nx
 
 from sitssim.errors import InputError
 from sitssim.fabric.topology import Fabric
-from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
+from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload, Workload
 from sitssim.stages.flit import replay_probabilities
 from sitssim.units import UnitError, parse_size_bytes
 from sitssim.workloads.collective_config import CollectiveWorkload
@@ -259,6 +259,17 @@ ESTIMATORS: dict[type, Estimator] = {
     CollectiveWorkload: _collective,
     InferenceWorkload: _inference,
 }
+
+
+def _kinds_without_estimator() -> list[str]:
+    union = get_args(Workload)[0]
+    return sorted(m.__name__ for m in get_args(union) if m not in ESTIMATORS)
+
+
+# A workload kind the schema accepts but the estimate cannot size would reach the run as a
+# KeyError (exit 3): refuse at import instead, as the judge registry does for clauses.
+if _kinds_without_estimator():
+    raise TypeError(f"workload kinds without an estimator: {_kinds_without_estimator()}")
 
 
 def _mean_hops(fabric: Fabric) -> float:

@@ -141,3 +141,11 @@ def test_memory_sizes_parse_and_bad_ones_are_refused() -> None:
     assert parse_memory("1.5e9B") == 1.5e9
     with pytest.raises(InputError, match=MEMORY_ENV):
         parse_memory("lots")
+
+
+def test_every_workload_kind_has_an_estimator(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sitssim import estimate as module
+
+    assert module._kinds_without_estimator() == []
+    monkeypatch.delitem(module.ESTIMATORS, module.ProbeWorkload)
+    assert module._kinds_without_estimator() == ["ProbeWorkload"]
