@@ -80,7 +80,8 @@ def _guarded(fn: Callable[..., int]) -> Callable[..., None]:
             ) as log:
                 traceback.print_exc(file=log)
             err_console.print(
-                f"[bold red]internal error:[/] {type(exc).__name__}: {escape(str(exc))} "
+                f"[bold red]internal error:[/] {type(exc).__name__}: "
+                f"{escape(one_line(str(exc), 240))} "
                 f"(log: {log.name})",
             )
             raise typer.Exit(EXIT_INTERNAL) from None

@@ -202,13 +202,15 @@ def test_internal_error_is_one_line_and_a_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("model exploded")
+        raise RuntimeError("model exploded\n" + "and said so at length " * 100)
 
     monkeypatch.setattr("sitssim.simulation.simulate", broken)
     out = tmp_path / "out"
     result = run("run", SCENARIOS / "fat_tree_8gpu.yaml", "--out", out)
     assert result.exit_code == 3
     assert "internal error: RuntimeError: model exploded" in result.output
+    (line,) = result.output.strip().splitlines()
+    assert len(line) < 400
     assert "Traceback" not in result.output
     log = result.output.split("log: ")[1].split(")")[0].strip()
     assert "Traceback" in Path(log).read_text()
