@@ -117,25 +117,18 @@ class Estimate:
         return ("duration",), "shorten 'duration' or use fewer GPUs"
 
     def summary(self) -> str:
-        return f"~{_si(self.messages)} messages, ~{_bytes(self.memory_bytes)}"
+        return f"~{_si(self.messages)} messages, ~{_si(self.memory_bytes, 'B')}"
 
 
-def _si(n: float) -> str:
+def _si(n: float, unit: str = "") -> str:
+    """``29.8k``, or with a unit ``275 MB``: three digits and a decimal prefix."""
+    space = " " if unit else ""
     if not math.isfinite(n):
-        return "inf"
-    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        return f"inf{space}{unit}"
+    for div, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if n >= div:
-            return f"{n / div:.3g}{suffix}"
-    return f"{n:.0f}"
-
-
-def _bytes(n: float) -> str:
-    if not math.isfinite(n):
-        return "inf B"
-    for div, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if n >= div:
-            return f"{n / div:.3g} {suffix}"
-    return f"{n:.0f} B"
+            return f"{n / div:.3g}{space}{prefix}{unit}"
+    return f"{n:.0f}{space}{unit}"
 
 
 # --- per-workload estimators ----------------------------------------------------------
@@ -235,19 +228,22 @@ def _inference(
     model = driver.model
     tp = len(driver.stages[0])
     pp = len(driver.stages)
-    messages = 0.0
-    for req in driver.requests:
-        for tokens in (req.prompt, *([1] * req.target)):
-            activation = tokens * model.hidden * 2
-            reduce = (
-                2
-                * model.n_layers
-                * collective_messages(
-                    "all_reduce", "ring", tp, activation, wl.max_message, wl.min_messages
-                )
+
+    def step_messages(tokens: int) -> int:
+        activation = tokens * model.hidden * 2
+        reduce = (
+            2
+            * model.n_layers
+            * collective_messages(
+                "all_reduce", "ring", tp, activation, wl.max_message, wl.min_messages
             )
-            sends = (pp - 1) * tp * max(1, -(-activation // wl.max_message))
-            messages += reduce + sends
+        )
+        return reduce + (pp - 1) * tp * max(1, -(-activation // wl.max_message))
+
+    # Every decode step carries one token, so a request costs its prefill plus target
+    # times one decode step: arithmetic per request, never a loop over its tokens.
+    decode = step_messages(1)
+    messages = float(sum(step_messages(r.prompt) + r.target * decode for r in driver.requests))
     return WorkloadEstimate(messages, ("workloads", i, "requests"))
 
 
@@ -357,6 +353,6 @@ def check_fits(scenario: Scenario, est: Estimate) -> None:
     loc, advice = est.driver()
     raise scenario.error(
         loc,
-        f"this run needs about {_bytes(need)} ({_si(est.messages)} messages) but "
-        f"{_bytes(have)} are available; {advice}",
+        f"this run needs about {_si(need, 'B')} ({_si(est.messages)} messages) but "
+        f"{_si(have, 'B')} are available; {advice}",
     )
