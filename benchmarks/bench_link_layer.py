@@ -56,7 +56,6 @@ def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, float, dic
         setup.router,
         setup.nodes,
         setup.schedule,
-        {},
         None if flit is None else flit.links,
         None if credit is None else credit.links,
     )

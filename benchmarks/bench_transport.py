@@ -39,7 +39,7 @@ from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import Scenario, SyntheticWorkload, load_scenario
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.schedule import scenario_schedule
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "fat_tree_8gpu.yaml"
 TARGET_VS_NAIVE = 3.0
@@ -87,7 +87,7 @@ def build(messages: int, load: float, seed: int) -> Setup:
     scenario = saturating_scenario(messages, load, seed)
     fabric = build_fabric(scenario)
     nodes = sorted(fabric.graph)
-    schedule = build_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
+    schedule = scenario_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
     router = Router(fabric)
     # Resolving routes here keeps networkx path searches out of both timed regions.
     routes = route_table(router, nodes, schedule)
@@ -106,7 +106,7 @@ def _timed(run: Callable[[], object]) -> tuple[float, float]:
 def time_sitssim(setup: Setup) -> tuple[float, float, np.ndarray]:
     """Wall and CPU seconds of ``Transport.run``, and each message's latency (ns)."""
     transport = Transport(
-        simpy.Environment(), setup.fabric, setup.router, setup.nodes, setup.schedule, {}
+        simpy.Environment(), setup.fabric, setup.router, setup.nodes, setup.schedule
     )
     wall, cpu = _timed(transport.run)
     taken = [setup.router.routes[r].channels for r in transport.route]

@@ -44,7 +44,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from sitssim.workloads.catalog import A100_80GB, LLAMA3_8B, LLAMA32_1B, format_bytes
+from sitssim.config.catalog import A100_80GB, LLAMA3_8B, LLAMA32_1B, format_bytes
 from sitssim.workloads.engine import (
     EngineConfig,
     EngineModel,

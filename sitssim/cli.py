@@ -321,7 +321,8 @@ def diag_reset(
     from sitssim.scenario import load_scenario
 
     loaded = load_scenario(scenario)
-    from sitssim.phy.diag import parse_threshold, reset_links
+    from sitssim.phy.diag import parse_threshold
+    from sitssim.stages.reset import reset_links
 
     threshold_ns = parse_threshold(latency_threshold)
     rows = reset_links(loaded, threshold_ns, links)

@@ -14,6 +14,7 @@ a validator put into a message, the user still gets one short line.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 SHOWN_CHARS = 60
@@ -74,6 +75,28 @@ class LocatedValueError(ValueError):
         super().__init__(message)
         self.loc = loc
         self.message = message
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Where a config section sits in the scenario, for a model handed only that section.
+
+    A model that reads one section must still name the file, line and field of the whole
+    input when it refuses a value; the locator carries the scenario's error factory (its
+    ``error(loc, message)``) and the section's place in it, so the model's locs stay
+    relative to what it was given and the messages stay those of the whole scenario.
+    """
+
+    at_root: Callable[[tuple, str], InputError]
+    prefix: tuple = ()
+
+    def error(self, loc: tuple, message: str) -> InputError:
+        """An ``InputError`` at ``loc``, relative to this locator's place."""
+        return self.at_root((*self.prefix, *loc), message)
+
+    def within(self, *loc: str | int) -> Locator:
+        """The locator of the part at ``loc`` under this one (a workload, a fault)."""
+        return Locator(self.at_root, (*self.prefix, *loc))
 
 
 class InvariantViolation(RuntimeError):

@@ -39,20 +39,20 @@ from typing import Any, get_args
 
 import networkx as nx
 
-from sitssim.errors import InputError
+from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.inference_config import InferenceWorkload
+from sitssim.config.transaction_config import TransactionWorkload
+from sitssim.errors import InputError, Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload, Workload
 from sitssim.stages.flit import replay_probabilities
 from sitssim.units import UnitError, parse_size_bytes
-from sitssim.workloads.collective_config import CollectiveWorkload
 from sitssim.workloads.collectives import binary_tree, chunk_sizes
-from sitssim.workloads.inference_config import InferenceWorkload
 from sitssim.workloads.synthetic import (
     fixed_destinations,
     probe_endpoints,
     synthetic_endpoints,
 )
-from sitssim.workloads.transaction_config import TransactionWorkload
 
 BASE_BYTES = 250e6
 MESSAGE_BYTES = 200.0
@@ -137,7 +137,7 @@ def _si(n: float, unit: str = "") -> str:
 def _synthetic(
     scenario: Scenario, fabric: Fabric, i: int, wl: SyntheticWorkload
 ) -> WorkloadEstimate:
-    sources, _, _ = synthetic_endpoints(i, wl, scenario, fabric)
+    sources, _, _ = synthetic_endpoints(i, wl, Locator(scenario.error), fabric)
     n = len(fabric.gpus)
     if wl.pattern in ("transpose", "shuffle", "tornado", "bit_complement"):
         fixed = fixed_destinations(wl.pattern, n, None)
@@ -155,7 +155,7 @@ def _synthetic(
 
 
 def _probes(scenario: Scenario, fabric: Fabric, i: int, wl: ProbeWorkload) -> WorkloadEstimate:
-    _, targets = probe_endpoints(i, wl, scenario, fabric)
+    _, targets = probe_endpoints(i, wl, Locator(scenario.error), fabric)
     span = max(0.0, scenario.duration - wl.start)
     return WorkloadEstimate(2.0 * len(targets) * span / wl.interval, ("duration",))
 
@@ -222,9 +222,10 @@ def _inference(
 ) -> WorkloadEstimate:
     """Steps (one prefill and one per generated token, per request: batching only merges
     them) times each step's tensor-parallel all-reduces and pipeline sends."""
+    from sitssim.stages.inference import inference_section
     from sitssim.workloads.inference import inference_drivers
 
-    driver = inference_drivers(scenario, fabric)[i]
+    driver = inference_drivers(inference_section(scenario), fabric, Locator(scenario.error))[i]
     model = driver.model
     tp = len(driver.stages[0])
     pp = len(driver.stages)

@@ -1,13 +1,13 @@
 """Every check ``run`` makes before it simulates, in one ordered list that ``validate`` runs too.
 
 A scenario that validates must never be refused by ``run``: so both commands call
-:func:`preflight`, which builds the fabric once, runs each check of ``CHECKS`` in order
-(each ``(scenario, fabric) -> None`` raises a located ``InputError``), and last the resource
-estimate, which refuses a run the machine cannot hold. ``CHECKS`` is the stages' own
-checks, in registry order (:mod:`sitssim.stages.registry`): a stage's check is part of its
-registry entry, so a stage ``run`` builds is a stage ``validate`` checks. The stage builders
-keep calling their own checks (a library caller may skip preflight), so a check here is the
-stage's own function, never a copy of it.
+:func:`preflight`, which builds the fabric once, runs the check of each stage of ``CHECKS``
+in order (each reads its own section of the scenario and raises a located ``InputError``),
+and last the resource estimate, which refuses a run the machine cannot hold. ``CHECKS`` is
+the stages that have a check, in registry order (:mod:`sitssim.stages.registry`): a stage's
+check is part of its registry entry, so a stage ``run`` builds is a stage ``validate``
+checks. The stage builders keep calling their own checks (a library caller may skip
+preflight), so a check here is the stage's own function, never a copy of it.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from sitssim.estimate import Estimate, check_fits, estimate
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.scenario import Scenario
-from sitssim.stages.base import Check
-from sitssim.stages.registry import CHECKS as STAGE_CHECKS
+from sitssim.stages.base import StageSpec
+from sitssim.stages.registry import CHECKED
 
-CHECKS: list[Check] = list(STAGE_CHECKS)
+CHECKS: list[StageSpec] = list(CHECKED)
 
 
 @dataclass
@@ -44,8 +44,8 @@ class Preflight:
 def preflight(scenario: Scenario) -> Preflight:
     """Build the fabric, run every pre-run check and the resource estimate."""
     fabric = build_fabric(scenario)
-    for check in CHECKS:
-        check(scenario, fabric)
+    for spec in CHECKS:
+        spec.check(scenario, fabric)
     est = estimate(scenario, fabric)
     check_fits(scenario, est)
     return Preflight(scenario=scenario, fabric=fabric, estimate=est)

@@ -41,11 +41,18 @@ from pydantic import (
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.scalarbool import ScalarBoolean
 
-from sitssim.errors import InputError, LocatedValueError, shown
-from sitssim.fabric.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
-from sitssim.link.cdc_profile import SynchronizerFlopsFault
-from sitssim.link.profile import LinkLayer
-from sitssim.phy.profile import (
+from sitssim.config.cdc_profile import SynchronizerFlopsFault
+from sitssim.config.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
+from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.inference_config import (
+    InferenceWorkload,
+    PacingIgnoresHintFault,
+    RenumberTokensFault,
+    SyntheticRequests,
+    TraceRequests,
+)
+from sitssim.config.link_layer import LinkLayer
+from sitssim.config.phy_profile import (
     PHY_FAULT_KINDS,
     ChannelBlock,
     ChannelDrift,
@@ -56,6 +63,8 @@ from sitssim.phy.profile import (
     TrainingPrbs,
     TrainingSymbols,
 )
+from sitssim.config.transaction_config import TransactionWorkload
+from sitssim.errors import InputError, LocatedValueError, shown
 from sitssim.quantities import (
     MAX_FABRIC_LINKS,
     MAX_LANES,
@@ -74,15 +83,6 @@ from sitssim.quantities import (
     count,
     number,
 )
-from sitssim.workloads.collective_config import CollectiveWorkload
-from sitssim.workloads.inference_config import (
-    InferenceWorkload,
-    PacingIgnoresHintFault,
-    RenumberTokensFault,
-    SyntheticRequests,
-    TraceRequests,
-)
-from sitssim.workloads.transaction_config import TransactionWorkload
 from sitssim.yaml_bounds import load_yaml, read_scenario_bytes
 
 SCHEMA_VERSION = 1
@@ -242,6 +242,11 @@ class SwitchParams(_Strict):
         default=40.0, description="arbitration latency per switch level (one value or per level)"
     )
     vcs_per_port: Ports = 8
+    model: Literal["output_queued"] = Field(
+        default="output_queued",
+        description="switch model: output_queued (an ideal output-queued switch, infinite "
+        "speedup: the arbitration latency is its only cost)",
+    )
 
     def arbitration_ns(self, level: int) -> float:
         """Arbitration latency of a switch at ``level`` (1 = leaf)."""

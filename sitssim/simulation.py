@@ -7,8 +7,9 @@ config) and figures, which every stage's come after.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ from sitssim.scenario import Scenario
 from sitssim.spec.registry import RunContext, Verdict, judge_all
 from sitssim.stages.base import Finished, Stage, Wiring
 from sitssim.stages.registry import STAGES
+from sitssim.switch.registry import SWITCH_MODELS
 
 # Oracle comparisons allow for float rounding along a route's sum of delays.
 ORACLE_RTOL = 1e-9
@@ -44,6 +46,9 @@ class RunResult:
     metrics: dict[str, object]
     simulated_ns: float
     throughput: ThroughputBound
+    phase_wall_s: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of each phase of the run (preflight, build, simulate, tables,
+    judge): where the time went, for run_info.json and benchmarks, never report.json."""
 
     @property
     def failed(self) -> list[Verdict]:
@@ -220,6 +225,19 @@ def _merge_metrics(metrics: dict[str, object], sections: dict[str, object]) -> N
             metrics[key] = value
 
 
+class _PhaseClock:
+    """Wall time per phase, each lap from the end of the one before."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self._t
+        self._t = now
+
+
 def simulate(
     scenario: Scenario,
     seed: int | None = None,
@@ -233,7 +251,9 @@ def simulate(
     """
     if seed is not None and seed != scenario.seed:
         scenario = scenario.updated(seed=seed)
+    clock = _PhaseClock()
     fabric = preflight(scenario).fabric
+    clock.lap("preflight")
     nodes = sorted(fabric.graph)
     wiring = Wiring(node_id={n: i for i, n in enumerate(nodes)})
     stages: list[Stage] = [spec.build(scenario, fabric, wiring) for spec in STAGES]
@@ -244,13 +264,15 @@ def simulate(
         router,
         nodes,
         wiring.schedule,
-        wiring.probe_params,
         wiring.flit_links,
         wiring.credit_links,
+        SWITCH_MODELS[scenario.switch.model],
     )
     for stage in stages:
         stage.start(transport)
+    clock.lap("build")
     transport.run(progress)
+    clock.lap("simulate")
     for stage in stages:
         stage.finish()
     delivered = np.asarray(transport.t_deliver, dtype=float)
@@ -267,10 +289,12 @@ def simulate(
     for stage in stages:
         tables.update(stage.tables(run))
     bound = throughput_bound(fabric, router.routes, tables["messages"], scenario.duration)
+    clock.lap("tables")
     verdicts = judge_all(RunContext(tables=tables))
     metrics = _metrics(tables, bound, scenario, simulated_ns)
     for stage in stages:
         _merge_metrics(metrics, stage.metrics(run))
+    clock.lap("judge")
     return RunResult(
         scenario=scenario,
         seed=scenario.seed,
@@ -280,4 +304,5 @@ def simulate(
         metrics=metrics,
         simulated_ns=simulated_ns,
         throughput=bound,
+        phase_wall_s=clock.laps,
     )

@@ -25,10 +25,10 @@ from pydantic.fields import FieldInfo
 from typer.testing import CliRunner
 
 from sitssim.cli import app
-from sitssim.link.cdc_profile import parse_frequency_hz
+from sitssim.config.cdc_profile import parse_frequency_hz
+from sitssim.config.collective_config import parse_bandwidth_bytes_per_ns
 from sitssim.scenario import Scenario
 from sitssim.units import parse_length_m, parse_rate_gts, parse_size_bytes, parse_time_ns
-from sitssim.workloads.collective_config import parse_bandwidth_bytes_per_ns
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +136,10 @@ def test_every_check_runs_before_the_estimate(monkeypatch: pytest.MonkeyPatch) -
 
         return wrapped
 
-    monkeypatch.setattr(pf, "CHECKS", [spy(c, c.__name__) for c in CHECKS])
+    names = [s.checker.__name__ for s in CHECKS]
+    spied = [replace(s, checker=spy(s.checker, s.checker.__name__)) for s in CHECKS]
+    monkeypatch.setattr(pf, "CHECKS", spied)
     monkeypatch.setattr(pf, "estimate", spy(estimate, "estimate"))
     preflight(scenario_from_data(shipped("fat_tree_8gpu.yaml")))
-    assert seen == [c.__name__ for c in CHECKS] + ["estimate"]
+    assert seen == [*names, "estimate"]
     assert {"check_cdc", "check_schedule_workloads", "check_clock_references"} <= set(seen)

@@ -22,7 +22,7 @@ from sitssim.scenario import (
     load_scenario,
     scenario_from_data,
 )
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.schedule import scenario_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "scenarios").rglob("*.yaml"))
@@ -37,7 +37,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def validate(scenario: Scenario) -> None:
     """What ``sitssim validate`` checks beyond the schema: the fabric and the workloads."""
     fabric = build_fabric(scenario)
-    build_schedule(scenario, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
+    scenario_schedule(scenario, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
 
 
 MINIMAL = "name: minimal\nduration: 1us\ntopology:\n  kind: fat_tree\n  gpus: 4\n"
@@ -181,7 +181,7 @@ def test_builder_errors_use_the_line_map(tmp_path: Path) -> None:
     scenario = load_scenario(write(tmp_path, text))
     fabric = build_fabric(scenario)
     with pytest.raises(InputError) as info:
-        build_schedule(scenario, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
+        scenario_schedule(scenario, fabric, {n: i for i, n in enumerate(sorted(fabric.graph))})
     assert info.value.line == marked_fields(text)["workloads[1].dst"]
     assert info.value.field == "workloads[1].dst"
 

@@ -58,7 +58,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from sitssim.fabric.clock_params import (
+from sitssim.config.clock_params import (
     MAX_PPM,
     ClockConfig,
     ClockStepBack,
@@ -73,9 +73,9 @@ from sitssim.units import format_time_ns
 if TYPE_CHECKING:
     import simpy
 
+    from sitssim.errors import Locator
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
-    from sitssim.scenario import Scenario
 
 NO_WORKLOAD = -1
 SYNC_BYTES = 16
@@ -137,47 +137,60 @@ def sync_tree(fabric: Fabric) -> tuple[str, dict[str, str], dict[str, int]]:
     return root, parent, depth
 
 
+ClockFault = ClockStepBack | OrderedSetWithoutStamp
+
+
+@dataclass(frozen=True)
+class ClockSection:
+    """What the clocks read: the ``clocks:`` block, the clock faults (by index in the
+    scenario's ``faults:``), the seed the clocks' streams split from and the duration the
+    exchanges and fences stop at."""
+
+    config: ClockConfig
+    faults: tuple[tuple[int, ClockFault], ...]
+    seed: int
+    duration: float
+
+
 # --- references the schema cannot check ----------------------------------------
 
 
-def check_clock_references(scenario: Scenario, fabric: Fabric) -> None:
+def check_clock_references(section: ClockSection, fabric: Fabric, where: Locator) -> None:
     """Raise ``InputError`` for a clock fault naming an unknown device or link, or a time
     outside the run, or a linear drift that takes a clock beyond the ppm limit."""
-    config = scenario.clocks
+    config = section.config
     if config.enabled and isinstance(config.drift, LinearDrift):
-        reached = config.ppm + abs(config.drift.ppm_per_ms) * scenario.duration / NS_PER_MS
+        reached = config.ppm + abs(config.drift.ppm_per_ms) * section.duration / NS_PER_MS
         if reached > MAX_PPM:
-            raise scenario.error(
+            raise where.error(
                 ("clocks", "drift", "ppm_per_ms"),
                 f"the frequency offset would reach {reached:g} ppm by the end of the run "
                 f"(at most {MAX_PPM:g})",
             )
-    for i, fault in enumerate(scenario.faults):
-        if not isinstance(fault, ClockStepBack | OrderedSetWithoutStamp):
-            continue
-        if not scenario.clocks.enabled:
-            raise scenario.error(
+    for i, fault in section.faults:
+        if not config.enabled:
+            raise where.error(
                 ("faults", i, "kind"),
                 f"fault {fault.kind!r} needs a 'clocks:' section (no clock is modelled)",
             )
         if fault.device not in fabric.graph:
-            raise scenario.error(
+            raise where.error(
                 ("faults", i, "device"),
                 f"unknown device {fault.device!r}; devices: {', '.join(sorted(fabric.graph))}",
             )
         if isinstance(fault, OrderedSetWithoutStamp) and (
             (fault.device, fault.peer) not in fabric.channel_index
         ):
-            raise scenario.error(
+            raise where.error(
                 ("faults", i, "peer"),
                 f"{fault.peer!r} is not linked to {fault.device!r}; its link peers: "
                 f"{', '.join(sorted(fabric.graph[fault.device]))}",
             )
-        if fault.at is not None and fault.at >= scenario.duration:
-            raise scenario.error(
+        if fault.at is not None and fault.at >= section.duration:
+            raise where.error(
                 ("faults", i, "at"),
                 "'at' must come before the end of the run "
-                f"(duration {format_time_ns(scenario.duration)})",
+                f"(duration {format_time_ns(section.duration)})",
             )
 
 
@@ -217,18 +230,18 @@ class _Records:
 class ClockStage:
     """Device clocks, the sync exchanges and the fences of one run, driven by its transport."""
 
-    def __init__(self, scenario: Scenario, fabric: Fabric, transport: Transport) -> None:
-        config: ClockConfig = scenario.clocks
+    def __init__(self, section: ClockSection, fabric: Fabric, transport: Transport) -> None:
+        config = section.config
         self.config = config
-        self.scenario = scenario
+        self.section = section
         self.fabric = fabric
         self.transport = transport
         self.root, self.parent, self.depth = sync_tree(fabric)
-        steps = [f for f in scenario.faults if isinstance(f, ClockStepBack)]
+        steps = [f for _, f in section.faults if isinstance(f, ClockStepBack)]
         devices = sorted(fabric.graph)
-        self.hardware = build_clocks(config, devices, scenario.seed, scenario.duration, steps)
+        self.hardware = build_clocks(config, devices, section.seed, section.duration, steps)
         self.clocks = {d: SyncedClock(self.hardware[d]) for d in devices}
-        self.stampers = {d: Stamper(scenario.seed, d, config.phy_uncertainty) for d in devices}
+        self.stampers = {d: Stamper(section.seed, d, config.phy_uncertainty) for d in devices}
         self.gpus = set(fabric.gpus)
         self.edges = sorted(self.parent.items(), key=lambda e: (self.depth[e[0]], e[0]))
         tree_depth = max(self.depth[g] for g in fabric.gpus)
@@ -251,7 +264,7 @@ class ClockStage:
         self, env: simpy.Environment, first: float, interval: float, action: Callable[[], None]
     ) -> None:
         """Call ``action`` at ``first``, ``first + interval``, ... while before the duration."""
-        end = self.scenario.duration
+        end = self.section.duration
 
         def fire(_ev: simpy.Event) -> None:
             action()
@@ -264,13 +277,6 @@ class ClockStage:
     def _inject(self, src: str, dst: str, size: int, kind: int, cb: Callable[[int], None]) -> int:
         t = self.transport
         return t.inject(t.node_id[src], t.node_id[dst], size, 0, kind, NO_WORKLOAD, on_deliver=cb)
-
-    def _left_at(self, msg: int, src: str, dst: str) -> float:
-        """When one-hop message ``msg``, just delivered, left ``src``'s egress port."""
-        fabric = self.fabric
-        ch = fabric.channels[fabric.channel_index[(src, dst)]]
-        flight = ch.propagation_ns + fabric.node_latency_ns[dst]
-        return self.transport.env.now - self.transport.size[msg] / ch.bytes_per_ns - flight
 
     # --- the exchange -------------------------------------------------------------
 
@@ -286,8 +292,10 @@ class ClockStage:
             )
 
     def _on_sync(self, parent: str, child: str, msg: int) -> None:
+        # A sync message crosses one link (the tree joins neighbours), so the port it last
+        # left is its sender's: ``t_left`` is when its serialisation started there.
         t1 = self.stampers[parent].stamp(
-            self.clocks[parent].read(self._left_at(msg, parent, child))
+            self.clocks[parent].read(self.transport.t_left[msg])
         )
         t2 = self.stampers[child].stamp(self.hardware[child].read(self.transport.env.now))
         self._inject(
@@ -300,7 +308,7 @@ class ClockStage:
 
     def _on_delay_req(self, parent: str, child: str, t1: float, t2: float, msg: int) -> None:
         t3 = self.stampers[child].stamp(
-            self.hardware[child].read(self._left_at(msg, child, parent))
+            self.hardware[child].read(self.transport.t_left[msg])
         )
         t4 = self.stampers[parent].stamp(self.clocks[parent].read(self.transport.env.now))
         self._inject(
@@ -362,7 +370,7 @@ class ClockStage:
     def tables(self, end_ns: float) -> dict[str, pd.DataFrame]:
         """``ordered_sets``, ``clock_sync``, ``fences`` and per-device ``clocks``."""
         unstamped: dict[tuple[str, str], list[UnstampedSets]] = {}
-        for f in self.scenario.faults:
+        for _, f in self.section.faults:
             if isinstance(f, OrderedSetWithoutStamp):
                 unstamped.setdefault((f.device, f.peer), []).append(UnstampedSets(f.at, f.every))
         ordered = ordered_sets_table(
@@ -371,7 +379,7 @@ class ClockStage:
             self.config.ordered_set_flits,
             self.config.phy_uncertainty,
             end_ns,
-            self.scenario.seed,
+            self.section.seed,
             unstamped,
         )
         sync = pd.DataFrame(self._records.sync).sort_values(["t_ns", "gpu"], kind="stable")

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from sitssim.fabric.clock_params import (
+from sitssim.config.clock_params import (
     ClockConfig,
     ClockStepBack,
     LinearDrift,

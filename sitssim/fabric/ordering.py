@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 Every TLP belongs to one of three classes: posted requests (P, memory
-writes), non-posted requests (NP, reads) and completions (Cpl). The PCIe Base
+writes), non-posted requests (NP, reads) and completions (Cpl), the same
+``FcClass`` that flow control keeps its credits by. The PCIe Base
 Specification's ordering table ("Ordering Rules Summary") answers, for a TLP
 that arrived *later* at an egress queue (the row), whether it may pass one
 queued *earlier* (the column):
@@ -44,11 +45,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-
-class TxnClass(enum.Enum):
-    POSTED = "P"
-    NON_POSTED = "NP"
-    COMPLETION = "Cpl"
+from sitssim.link.credits import FcClass
 
 
 class Pass(enum.Enum):
@@ -59,10 +56,10 @@ class Pass(enum.Enum):
     MUST = "Yes"
 
 
-P, NP, CPL = TxnClass.POSTED, TxnClass.NON_POSTED, TxnClass.COMPLETION
+P, NP, CPL = FcClass.P, FcClass.NP, FcClass.CPL
 
 # (later, earlier) -> (base rule, attributes of the later TLP that turn "No" into "Y/N")
-ORDERING_TABLE: dict[tuple[TxnClass, TxnClass], tuple[Pass, frozenset[str]]] = {
+ORDERING_TABLE: dict[tuple[FcClass, FcClass], tuple[Pass, frozenset[str]]] = {
     (P, P): (Pass.NO, frozenset({"ro", "ido"})),
     (P, NP): (Pass.MUST, frozenset()),
     (P, CPL): (Pass.MAY, frozenset()),
@@ -80,7 +77,7 @@ class Tlp:
     """What the ordering rules look at; ``transaction`` ties a completion to its request."""
 
     txn_id: int
-    cls: TxnClass
+    cls: FcClass
     requester_id: int = 0
     ro: bool = False
     ido: bool = False
@@ -131,7 +128,7 @@ class EgressQueue:
         kept: list[Tlp] = []
         # ``pass_rule`` reads only these fields of the earlier TLP, so one representative
         # per distinct key stands for all the kept ones: a scan stays linear in the queue.
-        ahead: dict[tuple[TxnClass, int, int], Tlp] = {}
+        ahead: dict[tuple[FcClass, int, int], Tlp] = {}
         for tlp in self._pending:
             if all(may_pass(tlp, e) for e in ahead.values()) and can_issue(tlp):
                 issued.append(tlp)

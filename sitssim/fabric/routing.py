@@ -12,18 +12,27 @@ deterministic policies exist:
   round robin, each path weighted by its bottleneck bandwidth (a plane
   reached by five links takes five shares in eighteen).
 
-Weighted ECMP with flow hashing belongs to the switch layer. A pair's route is
-computed on its first message, from next-hop tables built once per destination
-(``route_tables``), and cached; route ids number routes in that order.
+Both choose among a pair's tied paths at the source, so the per-hop routing
+function that follows them (:class:`PathRouting`, ``route(node, msg, in_port)``) is
+oblivious: a message's every hop is fixed by the path drawn for it when it is
+injected, and each hop reads its next port off that path. Weighted ECMP with flow
+hashing and adaptive routing are routing functions of the switch layer, choosing per
+hop among the same next-hop tables' candidates. A pair's route is computed on its
+first message, from next-hop tables built once per destination (``route_tables``),
+and cached; route ids number routes in that order.
 """
 
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from sitssim.fabric.route_tables import RouteTables
 from sitssim.fabric.topology import Fabric
+
+if TYPE_CHECKING:
+    from sitssim.fabric.nodes import Node
+    from sitssim.fabric.ports import OutputPort
 
 SPRAY_KINDS = frozenset({"nvswitch"})
 
@@ -123,3 +132,76 @@ class Router:
     def route(self, src: str, dst: str) -> Route:
         """The next route for a message from ``src`` to ``dst``."""
         return self.selector(src, dst).next()
+
+
+class PathRouting:
+    """The per-hop routing function of the router's paths (module docstring).
+
+    At a message's source it draws the message's path from the pair's selector and
+    records it (``route``: the route id per message, the engine's column); at every later
+    hop it returns the next port of that path. ``src``/``dst`` are the engine's
+    per-message node columns; ``ports[c]`` is channel ``c``'s output port.
+    """
+
+    __slots__ = (
+        "_hop",
+        "_names",
+        "_pinned",
+        "_ports",
+        "_ports_of",
+        "dst",
+        "route_ids",
+        "router",
+        "src",
+    )
+
+    def __init__(
+        self,
+        router: Router,
+        names: list[str],
+        ports: list[OutputPort],
+        src: list[int],
+        dst: list[int],
+        route_ids: list[int],
+    ) -> None:
+        self.router = router
+        self._names = names
+        self._ports = ports
+        self.src = src
+        self.dst = dst
+        self.route_ids = route_ids
+        self._pinned: dict[tuple[int, int], tuple[int, tuple[OutputPort, ...]]] = {}
+        self._ports_of: list[tuple[OutputPort, ...]] = []
+        self._hop: list[int] = []
+
+    def _draw(self, src: int, dst: int) -> tuple[int, tuple[OutputPort, ...]]:
+        key = (src, dst)
+        pinned = self._pinned.get(key)
+        if pinned is not None:
+            return pinned
+        selector = self.router.selector(self._names[src], self._names[dst])
+        route = selector.next()
+        choice = (route.id, tuple(self._ports[c] for c in route.channels))
+        if len(selector.routes) == 1:
+            self._pinned[key] = choice
+        return choice
+
+    def route(self, node: Node, msg: int, in_port: OutputPort | None) -> OutputPort:
+        if in_port is None:
+            route_id, ports = self._draw(self.src[msg], self.dst[msg])
+            self.route_ids[msg] = route_id
+            self._ports_of.append(ports)
+            self._hop.append(0)
+            return ports[0]
+        hop = self._hop[msg] + 1
+        self._hop[msg] = hop
+        return self._ports_of[msg][hop]
+
+    def candidates(self, node: Node, msg: int) -> tuple[OutputPort, ...]:
+        names = self._names
+        index = self.router.fabric.channel_index
+        ports = self._ports
+        return tuple(
+            ports[index[(node.name, nxt)]]
+            for nxt in self.router.tables.next_hops(node.name, names[self.dst[msg]])
+        )

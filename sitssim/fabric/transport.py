@@ -1,166 +1,101 @@
-"""The L3 transport: messages crossing output ports, on SimPy.
+"""The L3 transport: the engine that moves messages between the fabric's nodes, on SimPy.
 
 Theory of operation
 -------------------
-Every channel (one direction of a link) is an output port: one server with a
-FIFO queue and, for now, an unbounded buffer. A message is an integer id; its
-fields live in column lists, so the hot path touches no per-message object.
+The fabric is built as objects (``sitssim.fabric.nodes``, ``sitssim.fabric.ports``):
+one node per fabric node (endpoints, and the chosen switch model) and one output
+port per channel. A message is an integer id; its fields live in column lists here,
+so the hot path touches no per-message object. A message is injected at its source
+endpoint, whose routing function picks its first port; each port serialises it and
+schedules one event, its arrival at the far node, whose ``arrive`` delivers it or
+hands it to its next port. Which port is next is the routing function's choice
+(``route(node, msg, in_port)``, ``sitssim.fabric.routing``).
 
-Because the buffer is unbounded and arrivals at a port are handled in time
-order, a FIFO port needs no event of its own: it keeps the time it becomes
-free, and a message arriving at ``t`` starts service at ``max(t, free_at)``
-(Lindley's recursion, exactly) and holds the port for ``bytes / bandwidth``.
-The only event per hop is the message's arrival at the next node, after the
-serialisation, the link's flight time and that node's arbitration latency
-(switch level or root complex). Arrival either delivers the message (last
-hop) or hands it to the next port of its route. Ports are store-and-forward
-at message granularity.
+Specialisation is by class, chosen here when the fabric is built: a port whose
+channel's flit errors are modelled is a ``FlitPort``, one whose far end advertises
+credits a ``CreditedPort`` (both: their union); every other port is a plain
+``OutputPort``.
 
-When the link layer brings credits, a port may have to wait for room in the
-next node's buffer. Such a port keeps the messages it cannot commit yet in a
-queue and is woken (one event) when its port is free or a credit comes back.
-A message is committed as soon as its credits are there, possibly while the
-port is still busy, and then costs no more than on an uncredited port. The
-queue is served in arrival order except where the PCIe ordering table lets a
-later message pass an oldest one that has no credit (``_passer``).
+When a message is delivered, its ``on_deliver`` callback runs (closed loops), then
+every listener of its kind (``on_delivery``: a probe responder answers requests).
 
-A probe request that is delivered turns into a completion after the
-completer's turnaround, routed back to the requester; the pair's round trip
-is measured from the request's injection to the completion's delivery.
-
-Injections come from a pre-drawn, time-sorted ``Schedule`` walked by one
-chain of timeouts.
+Injections come from a pre-drawn, time-sorted ``Schedule`` walked by one chain of
+events.
 """
 
 from __future__ import annotations
 
+import gc
 import math
-from collections import deque
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import simpy
 
 from sitssim.errors import InvariantViolation
-from sitssim.fabric.messages import FC_CLASS_OF_KIND, KIND_PROBE_COMPLETION, KIND_PROBE_REQUEST
-from sitssim.fabric.routing import Router
+from sitssim.fabric.messages import FC_CLASS_OF_KIND, MESSAGE_KINDS
+from sitssim.fabric.nodes import Endpoint, Node, OutputQueuedSwitch
+from sitssim.fabric.ports import (
+    CreditedPort,
+    FlitPort,
+    Hop,
+    OutputPort,
+    Scheduler,
+    callbacks_of,
+)
+from sitssim.fabric.routing import PathRouting, Router
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
-from sitssim.link.credit_link import FC_POSTED, Cost, CreditLink
-from sitssim.link.flit_link import TLP_BYTES_PER_FLIT, FlitLink
+from sitssim.link.credit_link import Cost, CreditLink
+from sitssim.link.flit_link import FlitLink
 
 # Progress reports per expected run, and the shortest run they are spread over.
 PROGRESS_TICKS = 50
 PROGRESS_MIN_NS = 1_000.0
+ENDPOINT_KINDS = frozenset({"gpu", "root_complex"})
+# A full-collection threshold no run reaches: one count per middle-generation collection.
+FULL_SCANS_NEVER = 2**30
 
 
-class _Hop:
-    """A pre-triggered event carrying an integer: the lightest object SimPy's loop will step.
+@contextmanager
+def _old_objects_left_alone() -> Iterator[None]:
+    """Keep the garbage collector to young objects while the run goes on.
 
-    It marks a message's arrival at the next node (``msg`` is the message id)
-    or the injector's next due entry (``msg`` is the schedule index).
-
-    ``Environment.step`` needs only ``callbacks`` and ``_ok`` of an event; a
-    full ``simpy.Timeout`` costs three times as much to build, and one of
-    these is made for every hop of every message.
+    A run allocates one short-lived event per hop, and every 700 allocations the
+    collector looks at the young objects; that stays. What it also does, whenever the
+    objects that survived have grown by a quarter, is scan every object there is: the
+    fabric and PHY results built before the run, and the routes the run adds (a 1024-GPU
+    fabric's million pairs). Those full scans were 6 of the 16 s of such a run, and found
+    nothing: routes and records are never garbage while the run lasts. So what exists
+    before the run is frozen out of the scans, and full scans wait until the run is over;
+    young cyclic garbage is still collected as it arises.
     """
+    young, middle, old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(young, middle, FULL_SCANS_NEVER)
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, middle, old)
+        gc.unfreeze()
 
-    __slots__ = ("_ok", "callbacks", "msg")
 
-    def __init__(self, callback: Callable[[_Hop], None], msg: int) -> None:
-        self.callbacks = [callback]
-        self._ok = True
-        self.msg = msg
+class CreditedFlitPort(CreditedPort, FlitPort):
+    """A credited port whose channel's flit errors are modelled too."""
 
 
-class _Port:
-    """An output port: FIFO, one server, unbounded buffer (see the module docstring).
-
-    ``outages`` are intervals in which the link cannot carry traffic (it is
-    retraining): a message is not started if its serialisation would overlap
-    one; it starts when the link is back. ``link`` is the channel's flit-mode
-    model when its errors are modelled: a burst that needs replays holds the
-    port longer and delivers later, and a Recovery takes the reverse direction
-    down too.
-    """
-
-    __slots__ = (
-        "busy_ns",
-        "bytes",
-        "credit",
-        "free_at",
-        "fwd_delay",
-        "index",
-        "inv_bw",
-        "last_start",
-        "link",
-        "messages",
-        "outages",
-        "queue",
-        "recoveries_seen",
-        "reverse",
-        "wake_at",
-    )
-
-    def __init__(self, inv_bw: float, fwd_delay: float) -> None:
-        self.inv_bw = inv_bw
-        self.fwd_delay = fwd_delay
-        self.free_at = 0.0
-        self.bytes = 0
-        self.busy_ns = 0.0
-        self.messages = 0
-        self.outages: list[tuple[float, float]] = []
-        self.link: FlitLink | None = None
-        self.reverse: _Port | None = None
-        self.recoveries_seen = 0
-        self.credit: CreditLink | None = None
-        self.queue: deque[int] = deque()
-        self.wake_at = math.inf
-        self.index = -1
-        self.last_start = 0.0
-
-    def add_outage(self, start_ns: float, end_ns: float) -> None:
-        self.outages.append((start_ns, end_ns))
-        self.outages.sort()
-
-    def accept(self, now: float, size: int) -> float:
-        """Queue a message of ``size`` bytes at ``now``; return when it reaches the next node."""
-        start = self.free_at if self.free_at > now else now
-        service = size * self.inv_bw
-        if self.outages:
-            for down, up in self.outages:
-                if down < start + service and start < up:
-                    start = up
-        deliver = service
-        link = self.link
-        if link is not None:
-            # FlitLink.burst, inline: a burst with no failing flit costs only the countdown.
-            n = -(-size // TLP_BYTES_PER_FLIT) or 1
-            if link.clean_flits > n:
-                link.clean_flits -= n
-            else:
-                extra_busy, extra_deliver = link.session(n, start)
-                # Only a burst that needed replays can have sent the link to Recovery.
-                service += extra_busy
-                deliver += extra_deliver
-                recoveries = link.recoveries
-                if self.reverse is not None and len(recoveries) > self.recoveries_seen:
-                    for down, up in recoveries[self.recoveries_seen :]:
-                        self.reverse.add_outage(down, up)
-                    self.recoveries_seen = len(recoveries)
-        self.last_start = start
-        self.free_at = start + service
-        self.busy_ns += service
-        self.bytes += size
-        self.messages += 1
-        return start + deliver + self.fwd_delay
+def port_class(flit: bool, credited: bool) -> type[OutputPort]:
+    """The port class of a channel with (or without) a flit model and credits."""
+    if credited:
+        return CreditedFlitPort if flit else CreditedPort
+    return FlitPort if flit else OutputPort
 
 
 class Transport:
-    """Messages over the fabric's ports (see the module docstring).
+    """Messages over the fabric's nodes and ports (see the module docstring).
 
-    The hot path reads the clock as ``env._now``, the attribute behind SimPy's ``now``
-    property: the property is a Python call, and it was read several times per hop.
+    ``switch_model`` is the node class of every switch; ``ports[c]`` is channel ``c``'s
+    output port, ``node_objects[i]`` node ``i`` (``nodes[i]`` its name).
     """
 
     def __init__(
@@ -170,37 +105,15 @@ class Transport:
         router: Router,
         nodes: list[str],
         schedule: Schedule,
-        probe_params: dict[int, tuple[float, int]],
         flit_links: list[FlitLink | None] | None = None,
         credit_links: list[CreditLink | None] | None = None,
+        switch_model: type[Node] = OutputQueuedSwitch,
     ) -> None:
         self.env = env
         self.fabric = fabric
         self.router = router
         self.nodes = nodes
         self.node_id = {n: i for i, n in enumerate(nodes)}
-        self.ports = []
-        for ch in fabric.channels:
-            self.ports.append(
-                _Port(1.0 / ch.bytes_per_ns, ch.propagation_ns + fabric.node_latency_ns[ch.dst])
-            )
-        for ch, port in zip(fabric.channels, self.ports, strict=True):
-            port.reverse = self.ports[fabric.channel_index[(ch.dst, ch.src)]]
-            port.index = ch.id
-            if flit_links is not None:
-                port.link = flit_links[ch.id]
-            if credit_links is not None:
-                port.credit = credit_links[ch.id]
-        # Every credited channel is built from one credit profile, so a message costs the
-        # same credits on each: worked out once, at injection.
-        self._credit_model = next((p.credit for p in self.ports if p.credit is not None), None)
-        self._credit_of: list[Cost] = []
-        # One cost tuple per kind and size, shared by every such message: a tuple per
-        # message would be garbage-collector work for nothing.
-        self._costs: dict[tuple[int, int], Cost] = {}
-        self._pinned: dict[tuple[int, int], tuple[int, tuple[_Port, ...]]] = {}
-        self._probe_params = probe_params
-        self._on_deliver: dict[int, Callable[[int], None]] = {}
 
         self.src: list[int] = []
         self.dst: list[int] = []
@@ -212,8 +125,22 @@ class Transport:
         self.parent: list[int] = []
         self.t_inject: list[float] = []
         self.t_deliver: list[float] = []
-        self._hop: list[int] = []
-        self._ports_of: list[tuple[_Port, ...]] = []
+        self.t_left: list[float] = []
+        """When each message's serialisation started on the port it last left."""
+        self._credit_of: list[Cost] = []
+
+        self.ports: list[OutputPort] = []
+        self.routing = PathRouting(router, nodes, self.ports, self.src, self.dst, self.route)
+        self.node_objects = [self._node(i, name, switch_model) for i, name in enumerate(nodes)]
+        self._build_ports(flit_links, credit_links)
+        # Every credited channel is built from one credit profile, so a message costs the
+        # same credits on each: worked out once, at injection.
+        self._credit_model = next((c for c in credit_links or () if c is not None), None)
+        # One cost tuple per kind and size, shared by every such message: a tuple per
+        # message would be garbage-collector work for nothing.
+        self._costs: dict[tuple[int, int], Cost] = {}
+        self._on_deliver: dict[int, Callable[[int], None]] = {}
+        self._listeners: list[list[Callable[[int], None]]] = [[] for _ in MESSAGE_KINDS]
 
         self._sched_t = schedule.t_ns.tolist()
         self._sched_cols = [
@@ -227,25 +154,56 @@ class Transport:
                 schedule.workload,
             )
         ]
+        self._inject_cbs = callbacks_of(self._inject_due)
+        self._tick_cbs = callbacks_of(self._tick)
         self._next = 0
         self._undelivered = 0
-        self._pending_completions = 0
         self.injection_end_ns = self._sched_t[-1] if self._sched_t else 0.0
         self._horizon_ns = 0.0
 
-    # --- injection -------------------------------------------------------------
+    # --- building --------------------------------------------------------------
 
-    def _ports_for(self, src: int, dst: int) -> tuple[int, tuple[_Port, ...]]:
-        key = (src, dst)
-        pinned = self._pinned.get(key)
-        if pinned is not None:
-            return pinned
-        selector = self.router.selector(self.nodes[src], self.nodes[dst])
-        route = selector.next()
-        choice = (route.id, tuple(self.ports[c] for c in route.channels))
-        if len(selector.routes) == 1:
-            self._pinned[key] = choice
-        return choice
+    def _node(self, index: int, name: str, switch_model: type[Node]) -> Node:
+        kind = self.fabric.graph.nodes[name]["kind"]
+        latency = self.fabric.node_latency_ns[name]
+        model = Endpoint if kind in ENDPOINT_KINDS else switch_model
+        return model(index, name, latency, self.routing, self.dst, self._deliver, self.env)
+
+    def _build_ports(
+        self,
+        flit_links: list[FlitLink | None] | None,
+        credit_links: list[CreditLink | None] | None,
+    ) -> None:
+        scheduler = Scheduler(self.env)
+        nodes = self.node_objects
+        for ch in self.fabric.channels:
+            flit = flit_links[ch.id] if flit_links is not None else None
+            credit = credit_links[ch.id] if credit_links is not None else None
+            extra: dict[str, object] = {}
+            if flit is not None:
+                extra["link"] = flit
+            if credit is not None:
+                extra["credit"] = credit
+                extra["costs"] = self._credit_of
+            cls = port_class(flit is not None, credit is not None)
+            self.ports.append(
+                cls(
+                    ch.id,
+                    ch.bytes_per_ns,
+                    ch.propagation_ns,
+                    nodes[self.node_id[ch.dst]],
+                    scheduler,
+                    self.size,
+                    self.t_left,
+                    **extra,
+                )
+            )
+        index = self.fabric.channel_index
+        for ch, port in zip(self.fabric.channels, self.ports, strict=True):
+            if isinstance(port, FlitPort):
+                port.reverse = self.ports[index[(ch.dst, ch.src)]]
+
+    # --- injection and delivery ------------------------------------------------
 
     def inject(
         self,
@@ -262,19 +220,17 @@ class Transport:
         msg = len(self.src)
         if on_deliver is not None:
             self._on_deliver[msg] = on_deliver
-        route_id, ports = self._ports_for(src, dst)
         self.src.append(src)
         self.dst.append(dst)
         self.size.append(size)
         self.tenant.append(tenant)
         self.kind.append(kind)
         self.workload.append(workload)
-        self.route.append(route_id)
+        self.route.append(-1)
         self.parent.append(parent)
         self.t_inject.append(self.env._now)
         self.t_deliver.append(math.nan)
-        self._hop.append(0)
-        self._ports_of.append(ports)
+        self.t_left.append(math.nan)
         if self._credit_model is not None:
             cost = self._costs.get((kind, size))
             if cost is None:
@@ -282,10 +238,10 @@ class Transport:
                 self._costs[(kind, size)] = cost
             self._credit_of.append(cost)
         self._undelivered += 1
-        self._send(ports[0], msg, None)
+        self.node_objects[src].inject(msg)
         return msg
 
-    def _inject_due(self, ev: _Hop) -> None:
+    def _inject_due(self, ev: Hop) -> None:
         """Inject every scheduled message due at the time of entry ``ev.msg``, then re-arm."""
         t = self._sched_t
         src, dst, size, tenant, kind, workload = self._sched_cols
@@ -297,189 +253,15 @@ class Transport:
             i += 1
         self._next = i
         if i < n:
-            self.env.schedule(_Hop(self._inject_due, i), delay=t[i] - self.env._now)
+            self.env.schedule(Hop(self._inject_cbs, i), delay=t[i] - self.env._now)
 
     def start(self) -> None:
         if self._sched_t:
-            self.env.schedule(_Hop(self._inject_due, 0), delay=self._sched_t[0])
+            self.env.schedule(Hop(self._inject_cbs, 0), delay=self._sched_t[0])
 
-    # --- ports -----------------------------------------------------------------
-
-    def _send(self, port: _Port, msg: int, came_on: _Port | None) -> None:
-        """Hand ``msg``, just arrived over ``came_on`` (None: just injected), to ``port``."""
-        env = self.env
-        now = env._now
-        credit = port.credit
-        if credit is not None:
-            queue = port.queue
-            cost = self._credit_of[msg]
-            fc, hdr, data = cost
-            # A port with an empty queue has no stall open: a stalled class's refused
-            # message waits in the queue until it is granted, which ends the stall.
-            if queue or (
-                (credit.avail_hdr[fc] < hdr or credit.avail_data[fc] < data)
-                # Credit back by the time the port is free counts now (_try_start).
-                and not credit.fits(cost, port.free_at if port.free_at > now else now)
-            ):
-                if came_on is not None and came_on.credit is not None:
-                    # It waits in the buffer behind the link it came on.
-                    came_on.credit.receive(cost)
-                queue.append(msg)
-                # A port already waiting decides when it is woken (or, with no credit on its
-                # way, when one is), unless it is free and the newcomer may pass its head:
-                # nothing passes a posted request.
-                if len(queue) == 1 or (
-                    port.free_at <= now and self._credit_of[queue[0]][0] != FC_POSTED
-                ):
-                    self._try_start(port)
-                return
-            # The common case, inline (CreditLink.consume): nothing queued, credit at hand.
-            left_hdr = credit.avail_hdr[fc] - hdr
-            left_data = credit.avail_data[fc] - data
-            credit.avail_hdr[fc] = left_hdr
-            credit.avail_data[fc] = left_data
-            if left_hdr < 0 or left_data < 0:
-                credit.overdrawn(fc)
-        env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
-        if came_on is not None:
-            back = came_on.credit
-            if back is not None:
-                # Committed as it arrived: it passes through the buffer behind the link it
-                # came on, and leaves it when its serialisation starts.
-                t_back = back.pass_through(self._credit_of[msg], port.last_start, now)
-                # A sender held up for credit waits for this return (and for its port): its
-                # wake-up comes sooner, unless it is already when the port is free.
-                if came_on.queue and t_back < came_on.wake_at > came_on.free_at:
-                    self._wake(came_on, t_back)
-
-    def _arrive(self, ev: _Hop) -> None:
-        msg = ev.msg
-        hop = self._hop[msg] + 1
-        self._hop[msg] = hop
-        ports = self._ports_of[msg]
-        came_on = ports[hop - 1]
-        if hop < len(ports):
-            # The buffer behind ``came_on`` counts the message from here (``_send``).
-            self._send(ports[hop], msg, came_on)
-            return
-        credit = came_on.credit
-        if credit is not None:
-            now = self.env._now
-            t_back = credit.pass_through(self._credit_of[msg], now, now)
-            if came_on.queue and t_back < came_on.wake_at > came_on.free_at:
-                self._wake(came_on, t_back)
-        self._deliver(msg)
-
-    # --- flow control (ports whose far end advertises finite credits) ---------
-
-    def _try_start(self, port: _Port) -> None:
-        """Start the messages of a credited port's queue as far as credit and ordering allow.
-
-        A message is committed as soon as its credits are there, to start when the port
-        is free: credit that is back by then counts now, since this port is its credits'
-        only consumer and everything it commits starts after that. When the port is free
-        and the oldest message has no credit, a later one may go instead if the PCIe
-        ordering table lets it pass every message ahead of it (``_passer``). A port that
-        can start nothing waits for one wake-up: the port free again, or the earliest
-        credit on its way back.
-        """
-        env = self.env
-        now = env._now
-        credit = port.credit
-        queue = port.queue
-        credit_of = self._credit_of
-        avail_hdr = credit.avail_hdr
-        avail_data = credit.avail_data
-        stall_start = credit.stall_start
-        ready = port.free_at if port.free_at > now else now
-        while queue:
-            msg = queue[0]
-            cost = credit_of[msg]
-            fc, hdr, data = cost
-            if (avail_hdr[fc] < hdr or avail_data[fc] < data) and not credit.fits(cost, ready):
-                if ready > now:
-                    # Decide again when the port is free, if something may pass the head
-                    # then; behind a posted head nothing can, so wait for credit as well.
-                    if fc != FC_POSTED:
-                        self._wake(port, now)
-                    elif credit.returning:
-                        self._wake(port, credit.next_return())
-                    return
-                credit.refused(cost, now)
-                i = self._passer(port)
-                if i < 0:
-                    self._wake(port, credit.next_return())
-                    return
-                msg = queue[i]
-                del queue[i]
-                cost = credit_of[msg]
-                fc, hdr, data = cost
-            else:
-                queue.popleft()
-            # CreditLink.consume, inline.
-            left_hdr = avail_hdr[fc] - hdr
-            left_data = avail_data[fc] - data
-            avail_hdr[fc] = left_hdr
-            avail_data[fc] = left_data
-            if left_hdr < 0 or left_data < 0:
-                credit.overdrawn(fc)
-            if stall_start[fc] is not None:
-                credit.end_stall(fc, now)
-            env.schedule(_Hop(self._arrive, msg), delay=port.accept(now, self.size[msg]) - now)
-            ready = port.free_at
-            hop = self._hop[msg]
-            if hop:
-                came_on = self._ports_of[msg][hop - 1]
-                back = came_on.credit
-                if back is not None:
-                    # As in _send: it leaves the buffer it waited in as it starts.
-                    t_back = back.release(cost, port.last_start, now)
-                    if came_on.queue and t_back < came_on.wake_at > came_on.free_at:
-                        self._wake(came_on, t_back)
-
-    def _passer(self, port: _Port) -> int:
-        """The first queued message with credit that may pass all those ahead of it, or -1.
-
-        Fabric ports apply the PCIe ordering table to messages without relaxed-ordering or
-        ID-based-ordering attributes: nothing passes a posted request (A2a, B2a, D2a); a
-        posted request passes non-posted ones and completions (A3-A5), and non-posted
-        requests and completions pass each other and their own class (B3-B5, D3-D5: every
-        "Y/N" taken). The head has already been refused; so is every message looked at
-        that has no credit.
-        """
-        credit = port.credit
-        credit_of = self._credit_of
-        now = self.env._now
-        for i, msg in enumerate(port.queue):
-            cost = credit_of[msg]
-            if i:
-                if credit.fits(cost, now):
-                    return i
-                credit.refused(cost, now)
-            if cost[0] == FC_POSTED:
-                return -1
-        return -1
-
-    def _wake(self, port: _Port, t: float) -> None:
-        """Make sure ``port`` looks at its queue again at ``t``, or when it is free if that is
-        later (nothing starts before), or earlier; ``t = inf`` asks for nothing."""
-        if t < port.free_at:
-            t = port.free_at
-        if t < port.wake_at:
-            now = self.env._now
-            delay = t - now
-            # The time SimPy will step to (``now + delay``, which may differ from ``t`` in
-            # the last bit): ``_woken`` recognises its wake-up by it.
-            port.wake_at = now + delay
-            self.env.schedule(_Hop(self._woken, port.index), delay=delay)
-
-    def _woken(self, ev: _Hop) -> None:
-        port = self.ports[ev.msg]
-        # A wake-up superseded by an earlier one finds a later ``wake_at``, or none.
-        if port.wake_at != self.env._now:
-            return
-        port.wake_at = math.inf
-        self._try_start(port)
+    def on_delivery(self, kind: int, listener: Callable[[int], None]) -> None:
+        """Call ``listener(msg)`` on the delivery of every message of ``kind``."""
+        self._listeners[kind].append(listener)
 
     def _deliver(self, msg: int) -> None:
         if not math.isnan(self.t_deliver[msg]):
@@ -490,24 +272,10 @@ class Transport:
             notify = self._on_deliver.pop(msg, None)
             if notify is not None:
                 notify(msg)
-        if self.kind[msg] == KIND_PROBE_REQUEST:
-            self._pending_completions += 1
-            turnaround, completion_bytes = self._probe_params[self.workload[msg]]
-            self.env.timeout(turnaround).callbacks.append(
-                partial(self._complete, msg, completion_bytes)
-            )
-
-    def _complete(self, request: int, completion_bytes: int, _ev: simpy.Event) -> None:
-        self._pending_completions -= 1
-        self.inject(
-            self.dst[request],
-            self.src[request],
-            completion_bytes,
-            self.tenant[request],
-            KIND_PROBE_COMPLETION,
-            self.workload[request],
-            parent=request,
-        )
+        listeners = self._listeners[self.kind[msg]]
+        if listeners:
+            for listener in listeners:
+                listener(msg)
 
     # --- running ---------------------------------------------------------------
 
@@ -522,15 +290,16 @@ class Transport:
         if progress is not None:
             self._progress = progress
             self._progress_total = max(self.injection_end_ns, self._horizon_ns, PROGRESS_MIN_NS)
-            env.schedule(_Hop(self._tick, 0), delay=self._progress_total / PROGRESS_TICKS)
-        env.run()
+            env.schedule(Hop(self._tick_cbs, 0), delay=self._progress_total / PROGRESS_TICKS)
+        with _old_objects_left_alone():
+            env.run()
         if self._busy():
             raise InvariantViolation(
                 f"the fabric went idle with {self._undelivered} messages undelivered"
             )
         return env.now
 
-    def _tick(self, _ev: _Hop) -> None:
+    def _tick(self, _ev: Hop) -> None:
         """Report progress; re-arm only while other events remain, so the run can end.
 
         A run that outlives its expected end (a closed loop may give no estimate at all)
@@ -541,9 +310,7 @@ class Transport:
             self._progress_total = 2.0 * now
         self._progress(now, self._progress_total)
         if self.env.peek() != math.inf:
-            self.env.schedule(_Hop(self._tick, 0), delay=self._progress_total / PROGRESS_TICKS)
+            self.env.schedule(Hop(self._tick_cbs, 0), delay=self._progress_total / PROGRESS_TICKS)
 
     def _busy(self) -> bool:
-        return bool(
-            self._next < len(self._sched_t) or self._undelivered or self._pending_completions
-        )
+        return bool(self._next < len(self._sched_t) or self._undelivered)

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from sitssim.config.credit_profile import DATA_CREDIT_BYTES, SPEC_MAX_UPDATE_INTERVAL_NS
+
 __all__ = [
     "DATA_CREDIT_BYTES",
     "INFINITE",
@@ -63,10 +65,8 @@ __all__ = [
     "tlp_credits",
 ]
 
-DATA_CREDIT_BYTES: Final = 16
 INFINITE: Final = 0
 """Advertised value meaning "infinite credits" (the PCIe InitFC encoding)."""
-SPEC_MAX_UPDATE_INTERVAL_NS: Final = 30_000.0
 
 
 class FcClass(Enum):

@@ -1,4 +1,4 @@
-"""TS1/TS2 ordered sets carrying SITS timestamps, and the receiver's stamp checker (L2).
+"""TS1/TS2 ordered sets carrying SITS timestamps (L2).
 
 Theory of operation
 -------------------
@@ -15,12 +15,7 @@ nothing in the fabric depends on them.
 A faulty transmitter can send a set without a stamp (``stamp`` is ``None``/NaN), and a
 clock that steps back makes later stamps smaller than earlier ones.
 
-The receiver checks each direction with a :class:`StampChecker`, a two-state machine
-(``AWAITING_FIRST`` → ``TRACKING``) over the sets in arrival order: every set must carry a
-stamp, and every stamp must be strictly greater than the previous stamp received on that
-direction. A set without a stamp is flagged and leaves the reference unchanged; a stamp
-that is not above the previous one is flagged and becomes the new reference, so one
-backward step of the sender's clock is one violation.
+The receiver's check of the stamps is :mod:`sitssim.protocol.stamp_checker`.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -37,70 +31,31 @@ import pandas as pd
 from sitssim.link.flit import flit_time_ns
 from sitssim.rng import component_rng
 
-if TYPE_CHECKING:
-    from sitssim.fabric.clocks import DeviceClock
-    from sitssim.fabric.topology import Channel
-
 KINDS = ("TS1", "TS2")
 
 
-class CheckerState(Enum):
-    AWAITING_FIRST = "awaiting_first"
-    TRACKING = "tracking"
+class Direction(Protocol):
+    """What an ordered set needs of one link direction (``fabric.topology.Channel`` is one),
+    declared here because the link layer sits below the fabric and may not import it."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def src(self) -> str: ...
+    @property
+    def dst(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def lanes(self) -> int: ...
+    @property
+    def rate_gts(self) -> float: ...
 
 
-class Finding(Enum):
-    OK = "ok"
-    NO_STAMP = "no_stamp"
-    NOT_MONOTONIC = "not_monotonic"
+class StampClock(Protocol):
+    """A sending device's timestamp clock (``fabric.clocks.DeviceClock`` is one)."""
 
-
-# (state, set carries a stamp, stamp above the reference) -> (finding, next state, take stamp).
-# "above" is irrelevant (None) where no reference exists or no stamp was sent.
-_TRANSITIONS: dict[tuple[CheckerState, bool, bool | None], tuple[Finding, CheckerState, bool]] = {
-    (CheckerState.AWAITING_FIRST, False, None): (
-        Finding.NO_STAMP,
-        CheckerState.AWAITING_FIRST,
-        False,
-    ),
-    (CheckerState.AWAITING_FIRST, True, None): (Finding.OK, CheckerState.TRACKING, True),
-    (CheckerState.TRACKING, False, None): (Finding.NO_STAMP, CheckerState.TRACKING, False),
-    (CheckerState.TRACKING, True, True): (Finding.OK, CheckerState.TRACKING, True),
-    (CheckerState.TRACKING, True, False): (Finding.NOT_MONOTONIC, CheckerState.TRACKING, True),
-}
-
-
-class StampChecker:
-    """The receiver's check of one link direction (see the module docstring)."""
-
-    __slots__ = ("last_stamp", "state")
-
-    def __init__(self) -> None:
-        self.state = CheckerState.AWAITING_FIRST
-        self.last_stamp: float | None = None
-
-    def receive(self, stamp: float | None) -> Finding:
-        """Feed the next ordered set's stamp (``None`` or NaN: the set carried none)."""
-        stamped = stamp is not None and not math.isnan(stamp)
-        above = None
-        if stamped and self.state is CheckerState.TRACKING:
-            above = stamp > self.last_stamp
-        finding, self.state, take = _TRANSITIONS[(self.state, stamped, above)]
-        if take:
-            self.last_stamp = stamp
-        return finding
-
-
-def check_directions(directions: Iterable[object], stamps: Iterable[float]) -> list[Finding]:
-    """Run one checker per direction over sets given in arrival order within each direction."""
-    checkers: dict[object, StampChecker] = {}
-    findings = []
-    for direction, stamp in zip(directions, stamps, strict=True):
-        checker = checkers.get(direction)
-        if checker is None:
-            checker = checkers[direction] = StampChecker()
-        findings.append(checker.receive(stamp))
-    return findings
+    def read_many(self, t_ns: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -122,13 +77,13 @@ class UnstampedSets:
         return hit
 
 
-def ordered_set_interval_ns(channel: Channel, interval_flits: int) -> float:
+def ordered_set_interval_ns(channel: Direction, interval_flits: int) -> float:
     return interval_flits * flit_time_ns(channel.lanes, channel.rate_gts)
 
 
 def ordered_sets_table(
-    channels: Iterable[Channel],
-    clocks: Mapping[str, DeviceClock],
+    channels: Iterable[Direction],
+    clocks: Mapping[str, StampClock],
     interval_flits: int,
     uncertainty_ns: float,
     end_ns: float,

@@ -56,6 +56,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from sitssim.config.flit_profile import (
+    SPEC_MAX_UNACKNOWLEDGED_FLITS,
+    SPEC_MIN_REPLAY_TIMEOUT_FLITS,
+    SPEC_REPLAY_NUM_BITS,
+)
 from sitssim.link.flit import flit_time_ns
 
 __all__ = [
@@ -92,13 +97,6 @@ __all__ = [
 SEQ_MODULUS: Final = 1023
 """Count of flit sequence numbers (1..1023; the 10-bit value 0 is reserved for idle flits)."""
 IDLE_SEQ: Final = 0
-SPEC_MAX_UNACKNOWLEDGED_FLITS: Final = 511
-SPEC_MIN_REPLAY_TIMEOUT_FLITS: Final = 1500
-SPEC_REPLAY_NUM_BITS: Final = 3
-"""REPLAY_NUM width of the SITS2026 link layer (issue 4: a 3-bit counter, so the 8th
-consecutive replay attempt asks for Recovery). Non-flit PCIe uses a 2-bit counter (11b -> 00b,
-Recovery on the 4th attempt); the profile's ``replay_num_bits`` makes either a device
-parameter."""
 
 
 def seq_add(seq: int, n: int) -> int:

@@ -38,10 +38,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from sitssim.config.phy_profile import ChannelDrift
 from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.equalizer import EqProfile, equalize, estimate_ber
 from sitssim.phy.links import PhyLink
-from sitssim.phy.profile import ChannelDrift
 from sitssim.phy.training import LinkTrace, retrain
 from sitssim.rng import component_rng
 

@@ -1,19 +1,18 @@
-"""``sitssim diag reset``: reset chosen links and report how long each took to reach L0."""
+"""``sitssim diag reset``: reset chosen links and report how long each took to reach L0.
+
+The command's wiring (build the fabric, list its links) is ``sitssim.stages.reset``.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sitssim.errors import InputError
 from sitssim.phy.channel import ChannelProfile
-from sitssim.phy.links import PhyLink, check_phy_references, phy_links, resolve_link_name
+from sitssim.phy.links import PhyLink, resolve_link_name
 from sitssim.phy.training import train_links
 from sitssim.units import UnitError, parse_time_ns
-
-if TYPE_CHECKING:
-    from sitssim.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -60,19 +59,14 @@ def choose_links(all_links: list[PhyLink], spec: str, where: str | None = None) 
     return chosen
 
 
-def reset_links(scenario: Scenario, threshold_ns: float, spec: str = "all") -> list[ResetRow]:
-    """Reset the chosen links of ``scenario`` at t = 0 and train them to L0."""
-    from sitssim.fabric.topology import build_fabric
-
-    fabric = build_fabric(scenario)
-    check_phy_references(scenario, fabric)
-    chosen = choose_links(phy_links(scenario, fabric), spec, scenario.source.path)
+def reset_rows(chosen: list[PhyLink], seed: int, threshold_ns: float) -> list[ResetRow]:
+    """Reset ``chosen`` at t = 0, train them to L0, and judge each against ``threshold_ns``."""
 
     def base_channel(link: PhyLink, _t: float) -> ChannelProfile:
         return link.channel
 
     rows = []
-    for trace in train_links(chosen, scenario.seed, base_channel):
+    for trace in train_links(chosen, seed, base_channel):
         first = trace.first_l0_ns
         last_round = [r for r in trace.eq if r["round"] == trace.rounds]
         rows.append(

@@ -5,7 +5,7 @@ Theory of operation
 *Tx presets.* The transmitter is a 3-tap FFE [c-1, c0, c+1] normalised to full
 swing (|c-1| + c0 + |c+1| = 1), so pre-shoot and de-emphasis lower the
 low-frequency amplitude while the channel's noise stays put (see ``channel.py``).
-Presets Q0..Q10 are the table of :mod:`sitssim.phy.presets`, as coefficient
+Presets Q0..Q10 are the table of :mod:`sitssim.config.presets`, as coefficient
 arrays here (:data:`TX_PRESETS`).
 
 *Rx equaliser.* A linear FFE over the received samples (``ffe_pre`` taps ahead of
@@ -65,6 +65,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy.special import erfc
 
+from sitssim.config.presets import PRESET_NAMES, PRESET_NEIGHBOURS, PRESET_ROWS
 from sitssim.phy.channel import (
     PAM4_LEVELS,
     PAM4_SYMBOL_POWER,
@@ -76,7 +77,6 @@ from sitssim.phy.channel import (
     pulse_response,
 )
 from sitssim.phy.pam4 import gray_decode, slice_symbols
-from sitssim.phy.presets import PRESET_NAMES, PRESET_NEIGHBOURS, PRESET_ROWS
 
 PRESET_TABLE: FloatArray = np.array(
     [[c_pre, 1.0 - abs(c_pre) - abs(c_post), c_post] for _, _, _, c_pre, c_post in PRESET_ROWS]

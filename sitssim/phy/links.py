@@ -15,18 +15,45 @@ GPUs; between equals, the first in sorted order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from sitssim.config.phy_profile import PHY_FAULTS, ChannelDrift, PhyProfile
 from sitssim.errors import InputError
 from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.pam4 import BITS_PER_SYMBOL
-from sitssim.phy.profile import PHY_FAULTS, ChannelDrift, PhyProfile
 from sitssim.rng import component_rng
 
 if TYPE_CHECKING:
-    from sitssim.fabric.topology import Fabric
+    import networkx as nx
+
     from sitssim.scenario import Scenario
+
+
+class Direction(Protocol):
+    """One link direction as the PHY reads it (``fabric.topology.Channel`` is one)."""
+
+    @property
+    def src(self) -> str: ...
+    @property
+    def dst(self) -> str: ...
+    @property
+    def profile(self) -> str: ...
+
+
+class FabricView(Protocol):
+    """What the PHY reads of the built fabric (``fabric.topology.Fabric`` is one), declared
+    here because the physical layer sits below the fabric and may not import it."""
+
+    @property
+    def graph(self) -> nx.Graph: ...
+    @property
+    def channels(self) -> Iterable[Direction]: ...
+    @property
+    def channel_index(self) -> Mapping[tuple[str, str], int]: ...
+    def node_kind(self, node: str) -> str: ...
+
 
 # Per-link losses drawn from a spread sit on this grid, so equal losses share a computation.
 LOSS_GRID_DB = 0.25
@@ -63,7 +90,7 @@ def link_name(a: str, b: str) -> str:
     return "-".join(sorted((a, b)))
 
 
-def _rank(fabric: Fabric, node: str) -> tuple[int, int]:
+def _rank(fabric: FabricView, node: str) -> tuple[int, int]:
     kind = fabric.node_kind(node)
     if kind == "root_complex":
         return (2, 0)
@@ -84,7 +111,7 @@ def _spread_losses(scenario: Scenario, names: list[str], profile: str) -> dict[s
     }
 
 
-def phy_links(scenario: Scenario, fabric: Fabric) -> list[PhyLink]:
+def phy_links(scenario: Scenario, fabric: FabricView) -> list[PhyLink]:
     """Every link of the fabric, in sorted name order, with its channel and device profile."""
     ends = {}
     for ch in fabric.channels:
@@ -157,7 +184,7 @@ def _unknown(scenario: Scenario, loc: tuple, text: str, known: list[str]) -> Inp
     )
 
 
-def check_phy_references(scenario: Scenario, fabric: Fabric) -> None:
+def check_phy_references(scenario: Scenario, fabric: FabricView) -> None:
     """Raise ``InputError`` for a fault or drift naming an unknown link or a time past the run."""
     known = sorted({link_name(c.src, c.dst) for c in fabric.channels})
     for i, fault in enumerate(scenario.faults):

@@ -58,6 +58,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from sitssim.config.phy_profile import SPEC_TRAINING_PRBS, PhyProfile
+from sitssim.config.presets import PRESET_NAMES
 from sitssim.phy.cdr import CdrConfig, integration_ui, run_cdr
 from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile
 from sitssim.phy.equalizer import (
@@ -77,8 +79,6 @@ from sitssim.phy.ltssm import (
 )
 from sitssim.phy.pam4 import gray_decode, gray_encode, slice_symbols
 from sitssim.phy.prbs import POLYNOMIALS, PrbsChecker, prbs
-from sitssim.phy.presets import PRESET_NAMES
-from sitssim.phy.profile import SPEC_TRAINING_PRBS, PhyProfile
 from sitssim.rng import component_rng
 
 # Ordered sets (each a training sequence of the device's length) per state: PCIe's

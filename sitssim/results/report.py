@@ -76,6 +76,7 @@ def write_outputs(result: RunResult, folder: Path, wall_s: float, figures: bool 
         "platform": platform.platform(),
         "scenario_path": result.scenario.source.path,
         "messages_per_s": result.metrics["messages"] / wall_s if wall_s > 0 else None,
+        "phase_wall_s": result.phase_wall_s,
     }
     (folder / "run_info.json").write_text(json.dumps(_clean(info), indent=2) + "\n")
     for name, table in result.tables.items():

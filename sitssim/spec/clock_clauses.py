@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sitssim.link.ordered_sets import Finding, check_directions
+from sitssim.protocol.stamp_checker import Finding, check_directions
 from sitssim.spec.catalogue import CLAUSES
 from sitssim.spec.clause import Clause
 from sitssim.spec.context import Judge, RunContext

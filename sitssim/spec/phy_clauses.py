@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from sitssim.phy.ltssm import State
+from sitssim.protocol.ltssm_states import State
 from sitssim.spec.clause import Clause
 from sitssim.spec.context import Judge, RunContext
 from sitssim.spec.verdict import Verdict, evidence

@@ -12,10 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sitssim.spec.clause import Clause
-from sitssim.spec.context import Judge, RunContext
-from sitssim.spec.verdict import Verdict, evidence
-from sitssim.workloads.tokens import (
+from sitssim.protocol.token_frames import (
     FIELD_RANGES,
     FRAME_SIZE_BYTES,
     NS_PER_MS,
@@ -25,6 +22,9 @@ from sitssim.workloads.tokens import (
     emit_windows_ms,
     field_in_range,
 )
+from sitssim.spec.clause import Clause
+from sitssim.spec.context import Judge, RunContext
+from sitssim.spec.verdict import Verdict, evidence
 
 EMITTER = "emitter"
 CLIENT = "client"

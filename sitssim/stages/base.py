@@ -7,21 +7,30 @@ back. ``simulate()`` and ``preflight()`` are loops over one ordered registry of 
 (:mod:`sitssim.stages.registry`), so ``validate`` runs exactly the checks ``run`` runs and
 a new concern is one module plus one registry line, never an edit of the orchestrator.
 
-A stage is two objects: a :class:`StageSpec` (its name, its pre-run check and its
-builder: what exists before any run) and the :class:`Stage` its builder returns (the
-built models of one run). The check is kept apart from the builder because ``validate``
-must run it without building anything.
+A stage is two objects: a :class:`StageSpec` (its name, its section selector, its pre-run
+check and its builder: what exists before any run) and the :class:`Stage` its builder
+returns (the built models of one run). The check is kept apart from the builder because
+``validate`` must run it without building anything.
+
+Each stage reads its own config section: the spec's ``section`` picks it out of the
+scenario, and the check and the builder receive that section, the fabric and a
+:class:`~sitssim.errors.Locator` (at the scenario's root, so a section that keeps the
+scenario's indices, such as a workload's, locates its errors exactly as the whole
+scenario would). So a model depends on its own section's schema only, and a stage's
+inputs are visible in one place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
+from sitssim.errors import Locator
 from sitssim.fabric.schedule import Schedule
+from sitssim.workloads.section import WorkloadSection
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,8 +41,14 @@ if TYPE_CHECKING:
     from sitssim.link.flit_link import FlitLink, Recover
     from sitssim.scenario import Scenario
 
-Check = Callable[["Scenario", "Fabric"], None]
-"""A pre-run check: raises a located ``InputError`` for input the run would refuse."""
+S = TypeVar("S")
+
+SectionCheck = Callable[[S, "Fabric", Locator], None]
+"""A pre-run check of one section: raises a located ``InputError`` for input the run
+would refuse."""
+
+Builder = Callable[[S, "Fabric", "Wiring", Locator], "Stage"]
+"""Builds one run's stage from its section."""
 
 
 def empty_schedule() -> Schedule:
@@ -52,7 +67,6 @@ class Wiring:
 
     node_id: dict[str, int]
     schedule: Schedule = field(default_factory=empty_schedule)
-    probe_params: dict[int, tuple[float, int]] = field(default_factory=dict)
     flit_links: list[FlitLink | None] | None = None
     credit_links: list[CreditLink | None] | None = None
     recover: Recover | None = None
@@ -98,10 +112,32 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class StageSpec:
-    """A registry entry: the stage's name, its pre-run check (None: nothing to check) and
-    its builder, which may check again (a library caller may skip ``preflight``)."""
+class StageSpec(Generic[S]):
+    """A registry entry: the stage's name, the selector of its config section, its builder,
+    which may check again (a library caller may skip ``preflight``), and its pre-run check
+    (None: nothing to check)."""
 
     name: str
-    check: Check | None
-    build: Callable[[Scenario, Fabric, Wiring], Stage]
+    section: Callable[[Scenario], S]
+    builder: Builder[S]
+    checker: SectionCheck[S] | None = None
+
+    def check(self, scenario: Scenario, fabric: Fabric) -> None:
+        """Run the stage's pre-run check on its section of ``scenario``."""
+        if self.checker is not None:
+            self.checker(self.section(scenario), fabric, Locator(scenario.error))
+
+    def build(self, scenario: Scenario, fabric: Fabric, wiring: Wiring) -> Stage:
+        """Build the stage of one run from its section of ``scenario``."""
+        return self.builder(self.section(scenario), fabric, wiring, Locator(scenario.error))
+
+
+def workload_section(scenario: Scenario, *kinds: type) -> WorkloadSection:
+    """The section of the workload stage that drives ``kinds``: its workloads, by index."""
+    mine = tuple((i, wl) for i, wl in enumerate(scenario.workloads) if isinstance(wl, kinds))
+    return WorkloadSection(
+        workloads=mine,
+        seed=scenario.seed,
+        duration=scenario.duration,
+        tenants=tuple(t.name for t in scenario.tenants),
+    )

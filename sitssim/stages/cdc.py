@@ -22,24 +22,23 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from sitssim.config.cdc_device import CORNERS, flop_timing, mtbf_years
+from sitssim.config.cdc_profile import CdcProfile, SynchronizerFlopsFault
+from sitssim.errors import Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.link.cdc_fifo import (
-    CORNERS,
     CdcDesign,
     LoopTiming,
-    flop_timing,
     formula_depth,
     handshake_setup_cycles,
     measure_loop,
     min_safe_depth,
-    mtbf_years,
     simulate,
     sync_latency_ps,
     sync_phases,
     with_faults,
     worst_case_burst,
 )
-from sitssim.link.cdc_profile import SynchronizerFlopsFault
 from sitssim.scenario import Scenario
 from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
 
@@ -145,29 +144,45 @@ def evaluate_corner(
     )
 
 
-def _faulty_receivers(scenario: Scenario, fabric: Fabric) -> dict[tuple[str, str], int]:
+@dataclass(frozen=True)
+class CdcSection:
+    """What the stage reads: the ``link_layer.cdc`` profile and the ``synchronizer_flops``
+    faults, by index in the scenario's ``faults:``."""
+
+    profile: CdcProfile
+    faults: tuple[tuple[int, SynchronizerFlopsFault], ...]
+
+
+def cdc_section(scenario: Scenario) -> CdcSection:
+    faults = tuple(
+        (i, f) for i, f in enumerate(scenario.faults) if isinstance(f, SynchronizerFlopsFault)
+    )
+    return CdcSection(scenario.link_layer.cdc, faults)
+
+
+def _faulty_receivers(
+    section: CdcSection, fabric: Fabric, where: Locator
+) -> dict[tuple[str, str], int]:
     """``(transmitter, receiver)`` channel -> the faulty synchroniser's flop count."""
     faulty: dict[tuple[str, str], int] = {}
-    for i, fault in enumerate(scenario.faults):
-        if not isinstance(fault, SynchronizerFlopsFault):
-            continue
-        if not scenario.link_layer.cdc.enabled:
-            raise scenario.error(
+    for i, fault in section.faults:
+        if not section.profile.enabled:
+            raise where.error(
                 ("faults", i, "kind"),
                 "a synchronizer_flops fault needs the CDC FIFO evaluated: add link_layer.cdc",
             )
         for key, name in (("device", fault.device), ("peer", fault.peer)):
             if name not in fabric.graph:
-                raise scenario.error(
+                raise where.error(
                     ("faults", i, key), f"unknown device {name!r}; no such node in the fabric"
                 )
         channel = (fault.peer, fault.device)
         if channel not in fabric.channel_index:
-            raise scenario.error(
+            raise where.error(
                 ("faults", i, "peer"), f"{fault.device!r} has no link from {fault.peer!r}"
             )
         if channel in faulty:
-            raise scenario.error(
+            raise where.error(
                 ("faults", i, "device"),
                 f"a second synchronizer_flops fault for the receiver of {fault.device!r} "
                 f"on the link from {fault.peer!r}",
@@ -180,12 +195,11 @@ def _words_per_cycle(rate_gts: float, write_clock_hz: float) -> float:
     return rate_gts * 1e9 / (BITS_PER_LANE_PER_CYCLE * write_clock_hz)
 
 
-def _check_write_clock(scenario: Scenario, fabric: Fabric) -> None:
+def _check_write_clock(profile: CdcProfile, fabric: Fabric, where: Locator) -> None:
     """A lane faster than the FIFO's write clock carries has no FIFO design to evaluate."""
-    profile = scenario.link_layer.cdc
     for channel in fabric.channels:
         if _words_per_cycle(channel.rate_gts, profile.write_clock) > 1 + 1e-9:
-            raise scenario.error(
+            raise where.error(
                 ("links", channel.profile, "rate"),
                 f"{channel.rate_gts:g} GT/s is more than the CDC FIFO's write clock carries "
                 f"({BITS_PER_LANE_PER_CYCLE} bits per lane per cycle at "
@@ -193,18 +207,18 @@ def _check_write_clock(scenario: Scenario, fabric: Fabric) -> None:
             )
 
 
-def check_cdc(scenario: Scenario, fabric: Fabric) -> None:
+def check_cdc(section: CdcSection, fabric: Fabric, where: Locator) -> None:
     """Everything ``cdc_tables`` would reject (faults, link rates), without evaluating."""
-    _faulty_receivers(scenario, fabric)
-    if scenario.link_layer.cdc.enabled:
-        _check_write_clock(scenario, fabric)
+    _faulty_receivers(section, fabric, where)
+    if section.profile.enabled:
+        _check_write_clock(section.profile, fabric, where)
 
 
-def cdc_tables(scenario: Scenario, fabric: Fabric) -> dict[str, pd.DataFrame]:
+def cdc_tables(section: CdcSection, fabric: Fabric, where: Locator) -> dict[str, pd.DataFrame]:
     """Evaluate every channel's CDC FIFO; the ``cdc`` and ``fifo`` tables (none unless
     the scenario has a ``link_layer.cdc`` block)."""
-    profile = scenario.link_layer.cdc
-    faulty = _faulty_receivers(scenario, fabric)
+    profile = section.profile
+    faulty = _faulty_receivers(section, fabric, where)
     if not profile.enabled:
         return {}
     flops = profile.synchronizer_flops
@@ -216,7 +230,7 @@ def cdc_tables(scenario: Scenario, fabric: Fabric) -> dict[str, pd.DataFrame]:
         sync_divider=profile.divider(),
         pipeline=profile.writer_pipeline,
     )
-    _check_write_clock(scenario, fabric)
+    _check_write_clock(profile, fabric, where)
     rows: list[dict[str, object]] = []
     traces: list[tuple[int, dict[str, np.ndarray], float]] = []
     for channel in fabric.channels:
@@ -295,8 +309,8 @@ class CdcStage(Stage):
         return self.evaluated
 
 
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> CdcStage:
-    return CdcStage(cdc_tables(scenario, fabric))
+def _build(section: CdcSection, fabric: Fabric, wiring: Wiring, where: Locator) -> CdcStage:
+    return CdcStage(cdc_tables(section, fabric, where))
 
 
-STAGE = StageSpec(name="cdc", check=check_cdc, build=_build)
+STAGE = StageSpec(name="cdc", section=cdc_section, builder=_build, checker=check_cdc)

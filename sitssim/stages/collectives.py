@@ -7,30 +7,38 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.errors import Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.scenario import Scenario
-from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring, workload_section
 from sitssim.workloads.collectives import (
     check_collective_workloads,
     collective_metrics,
     collectives_table,
     start_collective_workloads,
 )
+from sitssim.workloads.section import WorkloadSection
 
 if TYPE_CHECKING:
     from sitssim.fabric.transport import Transport
+
+
+def collective_section(scenario: Scenario) -> WorkloadSection[CollectiveWorkload]:
+    return workload_section(scenario, CollectiveWorkload)
 
 
 @dataclass
 class CollectiveStage(Stage):
     """The collectives of one run; ``records`` fill in as the run goes."""
 
-    scenario: Scenario
+    section: WorkloadSection[CollectiveWorkload]
     fabric: Fabric
+    where: Locator
     records: list = field(default_factory=list)
 
     def start(self, transport: Transport) -> None:
-        self.records = start_collective_workloads(self.scenario, self.fabric, transport)
+        self.records = start_collective_workloads(self.section, self.fabric, transport, self.where)
 
     def tables(self, run: Finished) -> dict[str, pd.DataFrame]:
         return {"collectives": collectives_table(self.records)} if self.records else {}
@@ -41,8 +49,15 @@ class CollectiveStage(Stage):
         return {"collectives": collective_metrics(run.tables["collectives"])}
 
 
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> CollectiveStage:
-    return CollectiveStage(scenario, fabric)
+def _build(
+    section: WorkloadSection[CollectiveWorkload], fabric: Fabric, wiring: Wiring, where: Locator
+) -> CollectiveStage:
+    return CollectiveStage(section, fabric, where)
 
 
-STAGE = StageSpec(name="collectives", check=check_collective_workloads, build=_build)
+STAGE = StageSpec(
+    name="collectives",
+    section=collective_section,
+    builder=_build,
+    checker=check_collective_workloads,
+)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sitssim.errors import InvariantViolation
+from sitssim.config.credit_profile import CreditProfile
+from sitssim.errors import InvariantViolation, Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.link.credit_link import FC_CLASSES, N_CLASSES, CreditLink
-from sitssim.link.credit_profile import CreditProfile
 from sitssim.link.credits import INFINITE
 from sitssim.scenario import Scenario
 from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
@@ -95,10 +95,14 @@ def build_credit_stage(profile: CreditProfile, fabric: Fabric) -> CreditStage:
     return CreditStage(links=links, fabric=fabric)
 
 
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> CreditStage:
-    stage = build_credit_stage(scenario.link_layer.credits, fabric)
+def credit_section(scenario: Scenario) -> CreditProfile:
+    return scenario.link_layer.credits
+
+
+def _build(profile: CreditProfile, fabric: Fabric, wiring: Wiring, where: Locator) -> CreditStage:
+    stage = build_credit_stage(profile, fabric)
     wiring.credit_links = stage.links
     return stage
 
 
-STAGE = StageSpec(name="credits", check=None, build=_build)
+STAGE = StageSpec(name="credits", section=credit_section, builder=_build)

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from sitssim.config.flit_profile import FlitProfile
+from sitssim.errors import Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.link.flit import BurstModel, flit_error_rates, flit_time_ns
 from sitssim.link.flit_link import FlitLink, Recover, ReplayLog
-from sitssim.link.flit_profile import FlitProfile
 from sitssim.link.replay import NakPolicy, ReplayProfile
 from sitssim.rng import component_rng
 from sitssim.scenario import Scenario
@@ -116,12 +117,24 @@ def build_flit_stage(
     return FlitStage(links=links, fabric=fabric, log=log)
 
 
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> FlitStage:
+@dataclass(frozen=True)
+class FlitSection:
+    """The ``link_layer.flit`` profile and the seed the flit error streams split from."""
+
+    profile: FlitProfile
+    seed: int
+
+
+def flit_section(scenario: Scenario) -> FlitSection:
+    return FlitSection(scenario.link_layer.flit, scenario.seed)
+
+
+def _build(section: FlitSection, fabric: Fabric, wiring: Wiring, where: Locator) -> FlitStage:
     if wiring.recover is None:
         raise ValueError("the flit stage needs the PHY stage's recover: register it after phy")
-    stage = build_flit_stage(scenario.link_layer.flit, scenario.seed, fabric, wiring.recover)
+    stage = build_flit_stage(section.profile, section.seed, fabric, wiring.recover)
     wiring.flit_links = stage.links
     return stage
 
 
-STAGE = StageSpec(name="flit", check=None, build=_build)
+STAGE = StageSpec(name="flit", section=flit_section, builder=_build)

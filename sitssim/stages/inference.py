@@ -7,15 +7,20 @@ this stage reports its own end, which stretches the run's simulated time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
+from sitssim.config.inference_config import InferenceWorkload
+from sitssim.errors import Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import Scenario
-from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring, workload_section
 from sitssim.workloads.inference import (
     InferenceDriver,
+    InferenceSection,
+    TokenFault,
     check_inference_workloads,
     inference_metrics,
     inference_tables,
@@ -23,16 +28,26 @@ from sitssim.workloads.inference import (
 )
 
 
+def inference_section(scenario: Scenario) -> InferenceSection:
+    """The inference workloads, the token faults, and the scenario file's folder."""
+    return InferenceSection(
+        workloads=workload_section(scenario, InferenceWorkload),
+        faults=tuple((k, f) for k, f in enumerate(scenario.faults) if isinstance(f, TokenFault)),
+        base_dir=Path(scenario.source.path).parent,
+    )
+
+
 @dataclass
 class InferenceStage(Stage):
     """The inference drivers of one run, by workload order."""
 
-    scenario: Scenario
+    section: InferenceSection
     fabric: Fabric
+    where: Locator
     drivers: list[InferenceDriver] = field(default_factory=list)
 
     def start(self, transport: Transport) -> None:
-        self.drivers = start_inference_workloads(self.scenario, self.fabric, transport)
+        self.drivers = start_inference_workloads(self.section, self.fabric, transport, self.where)
 
     def end_ns(self) -> float:
         return max((d.end_ns for d in self.drivers), default=0.0)
@@ -46,8 +61,15 @@ class InferenceStage(Stage):
         return {"inference": inference_metrics(self.drivers, run.tables)}
 
 
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> InferenceStage:
-    return InferenceStage(scenario, fabric)
+def _build(
+    section: InferenceSection, fabric: Fabric, wiring: Wiring, where: Locator
+) -> InferenceStage:
+    return InferenceStage(section, fabric, where)
 
 
-STAGE = StageSpec(name="inference", check=check_inference_workloads, build=_build)
+STAGE = StageSpec(
+    name="inference",
+    section=inference_section,
+    builder=_build,
+    checker=check_inference_workloads,
+)

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from sitssim.config.phy_profile import ChannelDrift
 from sitssim.phy.ber_monitor import drifted_channel, monitor
 from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.links import PhyLink, check_phy_references, phy_links, resolve_link_name
 from sitssim.phy.ltssm import State
-from sitssim.phy.profile import ChannelDrift
 from sitssim.phy.training import (
     LinkTrace,
     StateRow,
@@ -47,6 +47,7 @@ from sitssim.phy.training import (
 from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
 
 if TYPE_CHECKING:
+    from sitssim.errors import Locator
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
     from sitssim.scenario import Scenario
@@ -462,10 +463,20 @@ class _PhyRun(Stage):
         return {"phy": self.phy.metrics()}
 
 
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> _PhyRun:
+def _whole(scenario: Scenario) -> Scenario:
+    return scenario
+
+
+def check_phy(scenario: Scenario, fabric: Fabric, where: Locator) -> None:
+    check_phy_references(scenario, fabric)
+
+
+def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring, where: Locator) -> _PhyRun:
     phy = run_phy(scenario, fabric)
     wiring.recover = phy.recover
     return _PhyRun(phy)
 
 
-STAGE = StageSpec(name="phy", check=check_phy_references, build=_build)
+# The one stage that still reads the whole scenario: the PHY models (``phy.links``) build
+# the links from the link profiles, the device profile, the seed and the faults together.
+STAGE = StageSpec(name="phy", section=_whole, builder=_build, checker=check_phy)

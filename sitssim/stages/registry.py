@@ -19,7 +19,7 @@ from sitssim.stages import (
     schedule,
     transactions,
 )
-from sitssim.stages.base import Check, StageSpec
+from sitssim.stages.base import StageSpec
 
 STAGES: tuple[StageSpec, ...] = (
     phy.STAGE,
@@ -33,5 +33,6 @@ STAGES: tuple[StageSpec, ...] = (
     transactions.STAGE,
 )
 
-CHECKS: tuple[Check, ...] = tuple(s.check for s in STAGES if s.check is not None)
-"""The stages' pre-run checks, in registry order: what ``preflight`` (so ``validate``) runs."""
+CHECKED: tuple[StageSpec, ...] = tuple(s for s in STAGES if s.checker is not None)
+"""The stages that have a pre-run check, in registry order: ``preflight`` (so ``validate``)
+runs each one's ``check``."""

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from sitssim.config.transaction_config import TransactionWorkload
+from sitssim.errors import Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.scenario import Scenario
-from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
+from sitssim.stages.base import Finished, Stage, StageSpec, Wiring, workload_section
 from sitssim.workloads.requests import (
     TransactionRun,
     check_transaction_workloads,
@@ -20,21 +22,27 @@ from sitssim.workloads.requests import (
     transaction_probe_rows,
     transaction_tables,
 )
+from sitssim.workloads.section import WorkloadSection
 
 if TYPE_CHECKING:
     from sitssim.fabric.transport import Transport
+
+
+def transaction_section(scenario: Scenario) -> WorkloadSection[TransactionWorkload]:
+    return workload_section(scenario, TransactionWorkload)
 
 
 @dataclass
 class TransactionStage(Stage):
     """The transaction workloads of one run; ``runs`` fill in as the run goes."""
 
-    scenario: Scenario
+    section: WorkloadSection[TransactionWorkload]
     fabric: Fabric
+    where: Locator
     runs: list[TransactionRun] = field(default_factory=list)
 
     def start(self, transport: Transport) -> None:
-        self.runs = start_transaction_workloads(self.scenario, self.fabric, transport)
+        self.runs = start_transaction_workloads(self.section, self.fabric, transport, self.where)
 
     def tables(self, run: Finished) -> dict[str, pd.DataFrame]:
         if not self.runs:
@@ -50,8 +58,15 @@ class TransactionStage(Stage):
         return {**tables, "probes": probes}
 
 
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> TransactionStage:
-    return TransactionStage(scenario, fabric)
+def _build(
+    section: WorkloadSection[TransactionWorkload], fabric: Fabric, wiring: Wiring, where: Locator
+) -> TransactionStage:
+    return TransactionStage(section, fabric, where)
 
 
-STAGE = StageSpec(name="transactions", check=check_transaction_workloads, build=_build)
+STAGE = StageSpec(
+    name="transactions",
+    section=transaction_section,
+    builder=_build,
+    checker=check_transaction_workloads,
+)

@@ -39,7 +39,7 @@ one) on the receiving GPU, piece by piece as messages arrive, one reduction at
 a time per GPU; it is optional and off by default.
 
 The scenario schema (``CollectiveWorkload``) is in
-:mod:`sitssim.workloads.collective_config`, so loading a scenario imports none of this.
+:mod:`sitssim.config.collective_config`, so loading a scenario imports none of this.
 """
 
 from __future__ import annotations
@@ -49,25 +49,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
-from sitssim.fabric.messages import KIND_COLLECTIVE
-from sitssim.workloads.collective_config import (
+from sitssim.config.collective_config import (
     ALGORITHMS,
     ALL_REDUCE_ONLY,
     DEFAULT_MAX_MESSAGE_BYTES,
     OPERATIONS,
     CollectiveWorkload,
 )
+from sitssim.fabric.messages import KIND_COLLECTIVE
 
 if TYPE_CHECKING:
+    from sitssim.errors import Locator
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
-    from sitssim.scenario import Scenario
+    from sitssim.workloads.section import WorkloadSection
 
 # A reduction reads both operands and writes the result.
 REDUCTION_BYTES_PER_BYTE = 3
@@ -506,19 +507,34 @@ def _check_arguments(
         raise ValueError(f"min_messages must be at least 1, got {min_messages}")
 
 
-def _start(
+REDUCES = {"all_reduce": True, "all_gather": False, "reduce_scatter": True}
+"""Whether an operation reduces what it receives, so whether a reduction bandwidth applies."""
+
+
+def start_collective(
     operation: str,
     transport: Transport,
     gpus: list[str],
     size_bytes: int,
-    algorithm: str,
-    tenant: int,
-    workload: int,
-    on_done: Callable[[float], None] | None,
-    max_message_bytes: int,
-    reduce_bytes_per_ns: float | None,
-    min_messages: int,
+    algorithm: str = "ring",
+    tenant: int = 0,
+    workload: int = 0,
+    on_done: Callable[[float], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    *,
+    reduce_bytes_per_ns: float | None = None,
+    min_messages: int = 1,
 ) -> CollectiveHandle:
+    """Start ``operation`` (one of ``OPERATIONS``) over ``gpus`` now; ``on_done(end_ns)``
+    once every rank holds its result.
+
+    ``size_bytes`` is the buffer an all-reduce reduces, the output an all-gather assembles
+    (each rank contributes its slice) and the input a reduce-scatter splits (rank i ends
+    with the reduced slice i). ``reduce_bytes_per_ns`` times the reductions of an operation
+    that reduces (``REDUCES``; None: reductions take no time).
+    """
+    if reduce_bytes_per_ns is not None and not REDUCES.get(operation, True):
+        raise ValueError(f"an {operation} reduces nothing: it takes no reduce_bytes_per_ns")
     return _Collective(
         transport,
         list(gpus),
@@ -532,99 +548,6 @@ def _start(
         reduce_bytes_per_ns,
         min_messages,
     ).start()
-
-
-def start_all_reduce(
-    transport: Transport,
-    gpus: list[str],
-    size_bytes: int,
-    algorithm: str = "ring",
-    tenant: int = 0,
-    workload: int = 0,
-    on_done: Callable[[float], None] | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    *,
-    reduce_bytes_per_ns: float | None = None,
-    min_messages: int = 1,
-) -> CollectiveHandle:
-    """All-reduce ``size_bytes`` over ``gpus`` from now; ``on_done(end_ns)`` once all hold it."""
-    return _start(
-        "all_reduce",
-        transport,
-        gpus,
-        size_bytes,
-        algorithm,
-        tenant,
-        workload,
-        on_done,
-        max_message_bytes,
-        reduce_bytes_per_ns,
-        min_messages,
-    )
-
-
-def start_all_gather(
-    transport: Transport,
-    gpus: list[str],
-    size_bytes: int,
-    algorithm: str = "ring",
-    tenant: int = 0,
-    workload: int = 0,
-    on_done: Callable[[float], None] | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    *,
-    min_messages: int = 1,
-) -> CollectiveHandle:
-    """All-gather a ``size_bytes`` output (each rank contributes its slice), starting now."""
-    return _start(
-        "all_gather",
-        transport,
-        gpus,
-        size_bytes,
-        algorithm,
-        tenant,
-        workload,
-        on_done,
-        max_message_bytes,
-        None,
-        min_messages,
-    )
-
-
-def start_reduce_scatter(
-    transport: Transport,
-    gpus: list[str],
-    size_bytes: int,
-    algorithm: str = "ring",
-    tenant: int = 0,
-    workload: int = 0,
-    on_done: Callable[[float], None] | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    *,
-    reduce_bytes_per_ns: float | None = None,
-    min_messages: int = 1,
-) -> CollectiveHandle:
-    """Reduce-scatter a ``size_bytes`` input: rank i ends with the reduced slice i."""
-    return _start(
-        "reduce_scatter",
-        transport,
-        gpus,
-        size_bytes,
-        algorithm,
-        tenant,
-        workload,
-        on_done,
-        max_message_bytes,
-        reduce_bytes_per_ns,
-        min_messages,
-    )
-
-
-STARTERS = {
-    "all_reduce": start_all_reduce,
-    "all_gather": start_all_gather,
-    "reduce_scatter": start_reduce_scatter,
-}
 
 
 # --- analytic oracle -----------------------------------------------------------
@@ -710,10 +633,8 @@ class _Sequence:
         size = self.plan[self.next]
         repetition = self.next % wl.repetitions
         self.next += 1
-        extra: dict[str, Any] = {}
-        if wl.reduction_bandwidth is not None:
-            extra["reduce_bytes_per_ns"] = wl.reduction_bandwidth
-        handle = STARTERS[wl.operation](
+        handle = start_collective(
+            wl.operation,
             self.transport,
             self.gpus,
             size,
@@ -722,8 +643,8 @@ class _Sequence:
             workload=self.index,
             on_done=self._finished,
             max_message_bytes=wl.max_message_bytes,
+            reduce_bytes_per_ns=wl.reduction_bandwidth,
             min_messages=wl.min_messages,
-            **extra,
         )
         bound = math.nan
         if wl.operation == "all_reduce" and wl.algorithm == "ring":
@@ -737,44 +658,45 @@ class _Sequence:
 
 
 def start_collective_workloads(
-    scenario: Scenario, fabric: Fabric, transport: Transport
+    section: WorkloadSection[CollectiveWorkload],
+    fabric: Fabric,
+    transport: Transport,
+    where: Locator,
 ) -> list[_Record]:
     """Arm every ``kind: collective`` workload; the returned records fill in as the run goes."""
     records: list[_Record] = []
-    tenants = [t.name for t in scenario.tenants]
-    for i, wl in enumerate(scenario.workloads):
-        if not isinstance(wl, CollectiveWorkload):
-            continue
-        gpus = check_collective_gpus(scenario, fabric, i, wl)
-        tenant = tenants.index(wl.tenant or tenants[0])
+    for i, wl in section.workloads:
+        gpus = check_collective_gpus(where, fabric, i, wl)
+        tenant = section.tenant_index(wl.tenant)
         _Sequence(i, wl, gpus, tenant, fabric, transport, records).arm(wl.start)
     return records
 
 
 def check_collective_gpus(
-    scenario: Scenario, fabric: Fabric, index: int, wl: CollectiveWorkload
+    where: Locator, fabric: Fabric, index: int, wl: CollectiveWorkload
 ) -> list[str]:
     """The workload's GPUs, checked against the built fabric (``InputError`` if one is wrong)."""
-    loc = ("workloads", index, "gpus")
+    at = where.within("workloads", index, "gpus")
     if wl.gpus is None:
         if len(fabric.gpus) < 2:
-            raise scenario.error(loc, "a collective needs at least two GPUs; the fabric has one")
+            raise at.error((), "a collective needs at least two GPUs; the fabric has one")
         return list(fabric.gpus)
     for k, g in enumerate(wl.gpus):
         if g not in fabric.graph:
-            raise scenario.error(
-                (*loc, k), f"unknown node {g!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
+            raise at.error(
+                (k,), f"unknown node {g!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
             )
         if fabric.node_kind(g) != "gpu":
-            raise scenario.error((*loc, k), f"{g!r} is a {fabric.node_kind(g)}, not a GPU")
+            raise at.error((k,), f"{g!r} is a {fabric.node_kind(g)}, not a GPU")
     return list(wl.gpus)
 
 
-def check_collective_workloads(scenario: Scenario, fabric: Fabric) -> None:
+def check_collective_workloads(
+    section: WorkloadSection[CollectiveWorkload], fabric: Fabric, where: Locator
+) -> None:
     """Everything ``start_collective_workloads`` would reject, without a transport."""
-    for i, wl in enumerate(scenario.workloads):
-        if isinstance(wl, CollectiveWorkload):
-            check_collective_gpus(scenario, fabric, i, wl)
+    for i, wl in section.workloads:
+        check_collective_gpus(where, fabric, i, wl)
 
 
 COLLECTIVE_COLUMNS = (

@@ -45,7 +45,7 @@ from typing import Literal
 
 import numpy as np
 
-from sitssim.workloads.catalog import GpuSpec, ModelConfig, format_bytes, is_fp8
+from sitssim.config.catalog import GpuSpec, ModelConfig, format_bytes, is_fp8
 
 ACTIVATION_FORMAT = "bf16"
 """Activations, residual stream and all-reduce payloads stay in BF16 (2 bytes)."""

@@ -59,17 +59,31 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from sitssim.errors import InputError
+from sitssim.config.catalog import ModelConfig
+from sitssim.config.collective_config import ALL_REDUCE_ONLY, OPERATIONS
+from sitssim.config.inference_config import (
+    InferenceWorkload,
+    PacingIgnoresHintFault,
+    RenumberTokensFault,
+    TraceRequests,
+)
+from sitssim.errors import InputError, Locator
 from sitssim.fabric.messages import KIND_DATA
 from sitssim.fabric.routing import Router
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
+from sitssim.protocol.token_frames import (
+    FRAME_SIZE_BYTES,
+    NS_PER_MS,
+    FrameRangeError,
+    LogicalClock,
+    Pacer,
+    TokenFrame,
+    encode,
+)
 from sitssim.rng import component_rng
-from sitssim.scenario import Scenario
-from sitssim.workloads.catalog import ModelConfig
-from sitssim.workloads.collective_config import ALL_REDUCE_ONLY
-from sitssim.workloads.collectives import STARTERS
+from sitssim.workloads.collectives import start_collective
 from sitssim.workloads.engine import (
     Efficiency,
     EngineConfig,
@@ -91,22 +105,8 @@ from sitssim.workloads.fp8 import (
     quantise_layers,
     synthesise_activations,
 )
-from sitssim.workloads.inference_config import (
-    InferenceWorkload,
-    PacingIgnoresHintFault,
-    RenumberTokensFault,
-    TraceRequests,
-)
 from sitssim.workloads.mhf import derive_layout, prepend_marker
-from sitssim.workloads.tokens import (
-    FRAME_SIZE_BYTES,
-    NS_PER_MS,
-    FrameRangeError,
-    LogicalClock,
-    Pacer,
-    TokenFrame,
-    encode,
-)
+from sitssim.workloads.section import WorkloadSection
 from sitssim.workloads.traces import RequestSet, synthetic_requests, trace_requests
 
 EMITTER = "emitter"
@@ -184,7 +184,8 @@ class InferenceDriver:
 
     def __init__(
         self,
-        scenario: Scenario,
+        section: InferenceSection,
+        where: Locator,
         fabric: Fabric,
         transport: Transport,
         index: int,
@@ -192,17 +193,16 @@ class InferenceDriver:
         faults: list[tuple[int, RenumberTokensFault | PacingIgnoresHintFault]],
         first_request_id: int = 0,
     ) -> None:
-        self.scenario = scenario
+        self.base_dir = section.base_dir
+        self.where = where
+        self.at = where.within("workloads", index)
         self.transport = transport
         self.env = transport.env
         self.index = index
         self.wl = wl
-        self.loc = ("workloads", index)
         label = wl.name or f"#{index}"
-        self.rng = component_rng(scenario.seed, "inference", label)
-        self.tenant = (
-            0 if wl.tenant is None else [t.name for t in scenario.tenants].index(wl.tenant)
-        )
+        self.rng = component_rng(section.workloads.seed, "inference", label)
+        self.tenant = section.workloads.tenant_index(wl.tenant)
         self.stages = self._stage_gpus(fabric)
         self.model: ModelConfig = wl.resolved_model()
         self.tp = len(self.stages[0])
@@ -313,7 +313,7 @@ class InferenceDriver:
     # --- set-up ---------------------------------------------------------------
 
     def _error(self, loc: tuple, message: str) -> InputError:
-        return self.scenario.error((*self.loc, *loc), message)
+        return self.at.error(loc, message)
 
     def _gpu(self, fabric: Fabric, loc: tuple, name: str) -> str:
         if name not in fabric.graph:
@@ -374,9 +374,8 @@ class InferenceDriver:
     def _requests(self) -> RequestSet:
         cfg = self.wl.requests
         if isinstance(cfg, TraceRequests):
-            base = Path(self.scenario.source.path).parent
             try:
-                return trace_requests(cfg, base)
+                return trace_requests(cfg, self.base_dir)
             except ValueError as exc:
                 raise self._error(("requests", "path"), str(exc)) from None
         return synthetic_requests(cfg, self.rng)
@@ -407,7 +406,7 @@ class InferenceDriver:
         loc = ("engine", "fp8", "activations")
         n_layers = self.model.n_layers
         if act.npz is not None:
-            path = Path(self.scenario.source.path).parent / act.npz
+            path = self.base_dir / act.npz
             try:
                 specs = load_activation_specs(path)
             except (OSError, ValueError) as exc:
@@ -437,7 +436,7 @@ class InferenceDriver:
         last = len(self.stages) - 1
         if fault.stage >= last:
             forwarders = f"0..{last - 1} or 'emitter'" if last else "'emitter'"
-            raise self.scenario.error(
+            raise self.where.error(
                 ("faults", k, "stage"),
                 f"stage {fault.stage} does not forward frames: the last stage ({last}) holds "
                 f"the sampler that creates them; choose {forwarders}",
@@ -814,7 +813,7 @@ class _StepRun:
         op = ops[self.i]
         if op.kind == "compute":
             self._compute()
-        elif op.kind in STARTERS:
+        elif op.kind in OPERATIONS:
             self._collective(op)
         else:
             self._send(op)
@@ -881,7 +880,8 @@ class _StepRun:
             self.all_reduces += 1
             self.all_reduce_bytes += op.size
         self.i += 1
-        STARTERS[op.kind](
+        start_collective(
+            op.kind,
             d.transport,
             gpus,
             op.size,
@@ -942,28 +942,36 @@ class _StepRun:
             d.transport.inject(a, b, size, d.tenant, KIND_DATA, d.index, on_deliver=delivered)
 
 
+TokenFault = RenumberTokensFault | PacingIgnoresHintFault
+
+
+@dataclass(frozen=True)
+class InferenceSection:
+    """What the inference drivers read: their workloads, the L5 token faults (by index in
+    the scenario's ``faults:``) and the folder that relative trace and statistics paths
+    are read from (the scenario file's)."""
+
+    workloads: WorkloadSection[InferenceWorkload]
+    faults: tuple[tuple[int, TokenFault], ...]
+    base_dir: Path
+
+
 def build_inference_workloads(
-    scenario: Scenario, fabric: Fabric, transport: Transport
+    section: InferenceSection, fabric: Fabric, transport: Transport, where: Locator
 ) -> list[InferenceDriver]:
     """A driver for every ``kind: inference`` workload, with the token faults aimed at it."""
-    workloads = [
-        (i, wl) for i, wl in enumerate(scenario.workloads) if isinstance(wl, InferenceWorkload)
-    ]
-    faults: dict[int, list[tuple[int, RenumberTokensFault | PacingIgnoresHintFault]]] = {
-        i: [] for i, _ in workloads
-    }
-    for k, fault in enumerate(scenario.faults):
-        if not isinstance(fault, RenumberTokensFault | PacingIgnoresHintFault):
-            continue
+    workloads = section.workloads.workloads
+    faults: dict[int, list[tuple[int, TokenFault]]] = {i: [] for i, _ in workloads}
+    for k, fault in section.faults:
         named = [i for i, wl in workloads if fault.workload in (None, wl.name)]
         if fault.workload is None and len(named) != 1:
-            raise scenario.error(
+            raise where.error(
                 ("faults", k, "kind"),
                 f"{len(named)} inference workloads: name the one this fault hits ('workload')",
             )
         if not named:
             names = [wl.name for _, wl in workloads if wl.name]
-            raise scenario.error(
+            raise where.error(
                 ("faults", k, "workload"),
                 f"no inference workload named {fault.workload!r}; named ones: {names}",
             )
@@ -971,17 +979,17 @@ def build_inference_workloads(
     drivers = []
     first_request = 0
     for i, wl in workloads:
-        driver = InferenceDriver(scenario, fabric, transport, i, wl, faults[i], first_request)
+        driver = InferenceDriver(section, where, fabric, transport, i, wl, faults[i], first_request)
         first_request += len(driver.requests)
         drivers.append(driver)
     return drivers
 
 
 def start_inference_workloads(
-    scenario: Scenario, fabric: Fabric, transport: Transport
+    section: InferenceSection, fabric: Fabric, transport: Transport, where: Locator
 ) -> list[InferenceDriver]:
     """Build and arm every inference workload on ``transport``'s environment."""
-    drivers = build_inference_workloads(scenario, fabric, transport)
+    drivers = build_inference_workloads(section, fabric, transport, where)
     for driver in drivers:
         driver.start()
     if drivers:
@@ -989,23 +997,22 @@ def start_inference_workloads(
     return drivers
 
 
-def inference_drivers(scenario: Scenario, fabric: Fabric) -> dict[int, InferenceDriver]:
+def inference_drivers(
+    section: InferenceSection, fabric: Fabric, where: Locator
+) -> dict[int, InferenceDriver]:
     """The drivers, by workload index, on a transport that never runs: what the checks and
     the resource estimate read (requests, model, stages) without simulating."""
-    token_faults = (RenumberTokensFault, PacingIgnoresHintFault)
-    if not any(isinstance(wl, InferenceWorkload) for wl in scenario.workloads) and not any(
-        isinstance(f, token_faults) for f in scenario.faults
-    ):
+    if not section.workloads.workloads and not section.faults:
         return {}
     nodes = sorted(fabric.graph)
     empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-    transport = Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty, {})
-    return {d.index: d for d in build_inference_workloads(scenario, fabric, transport)}
+    transport = Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
+    return {d.index: d for d in build_inference_workloads(section, fabric, transport, where)}
 
 
-def check_inference_workloads(scenario: Scenario, fabric: Fabric) -> None:
+def check_inference_workloads(section: InferenceSection, fabric: Fabric, where: Locator) -> None:
     """Everything the drivers would reject (GPUs, traces, faults), without simulating."""
-    inference_drivers(scenario, fabric)
+    inference_drivers(section, fabric, where)
 
 
 def inference_tables(drivers: list[InferenceDriver]) -> dict[str, pd.DataFrame]:

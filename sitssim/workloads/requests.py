@@ -31,7 +31,7 @@ from ready to release, so ``fabric.tso_window`` covers translation, ordering
 and reorder-buffer waits as well as the fabric's round trip.
 
 The scenario schema (``TransactionWorkload``) is in
-:mod:`sitssim.workloads.transaction_config`, so loading a scenario imports none of this.
+:mod:`sitssim.config.transaction_config`, so loading a scenario imports none of this.
 """
 
 from __future__ import annotations
@@ -45,15 +45,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from sitssim.config.transaction_config import TransactionWorkload
 from sitssim.fabric.messages import KIND_TXN_COMPLETION, KIND_TXN_READ, KIND_TXN_WRITE
-from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp, TxnClass
+from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp
+from sitssim.link.credits import FcClass
 from sitssim.rng import component_rng
-from sitssim.workloads.transaction_config import TransactionWorkload
 
 if TYPE_CHECKING:
+    from sitssim.errors import Locator
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
-    from sitssim.scenario import Scenario
+    from sitssim.workloads.section import WorkloadSection
 
 
 @dataclass
@@ -90,14 +92,16 @@ class TransactionRun:
     _stall_since: float | None = None
     _rob_full_seen: bool = False
 
-    def arm(self, scenario: Scenario) -> None:
+    def arm(self, seed: int, duration: float) -> None:
+        """Draw the requests (the workload stops at ``duration`` unless it says when) from
+        the streams of ``seed`` and schedule them."""
         self.rob = ReorderBuffer(self.wl.rob_depth)
         wl = self.wl
         name = wl.name or f"#{self.index}"
-        stop = wl.stop if wl.stop is not None else scenario.duration
+        stop = wl.stop if wl.stop is not None else duration
         times, targets = [], []
         for k, _ in enumerate(self.targets):
-            rng = component_rng(scenario.seed, "transactions", name, "target", k)
+            rng = component_rng(seed, "transactions", name, "target", k)
             t = _poisson(rng, wl.start, stop, wl.interval)
             times.append(t)
             targets.append(np.full(len(t), k))
@@ -106,18 +110,18 @@ class TransactionRun:
         order = np.argsort(t_ready, kind="stable")
         t_ready, target = t_ready[order], target[order]
         n = len(t_ready)
-        attrs = component_rng(scenario.seed, "transactions", name, "attributes")
+        attrs = component_rng(seed, "transactions", name, "attributes")
         read = attrs.random(n) < wl.read_fraction
         ro = attrs.random(n) < wl.relaxed_ordering
         ido = attrs.random(n) < wl.id_based_ordering
         rid = attrs.integers(0, wl.requester_ids, n)
-        hit = component_rng(scenario.seed, "transactions", name, "atc").random(n) < wl.atc_hit_ratio
+        hit = component_rng(seed, "transactions", name, "atc").random(n) < wl.atc_hit_ratio
         miss_ns = wl.atc_miss_latency or 0.0
         env = self.transport.env
         for i in range(n):
             tlp = Tlp(
                 txn_id=i,
-                cls=TxnClass.NON_POSTED if read[i] else TxnClass.POSTED,
+                cls=FcClass.NP if read[i] else FcClass.P,
                 requester_id=int(rid[i]),
                 ro=bool(ro[i]),
                 ido=bool(ido[i]),
@@ -145,7 +149,7 @@ class TransactionRun:
         txn = self.txns[tlp.txn_id]
         if not txn.translated:
             return False
-        if tlp.cls is TxnClass.NON_POSTED:
+        if tlp.cls is FcClass.NP:
             if self.rob.free == 0:
                 self._rob_full_seen = True
                 return False
@@ -165,7 +169,7 @@ class TransactionRun:
 
     def _inject(self, txn: _Txn, now: float) -> None:
         txn.t_issue = now
-        read = txn.tlp.cls is TxnClass.NON_POSTED
+        read = txn.tlp.cls is FcClass.NP
         txn.request_msg = self.transport.inject(
             self.requester_node,
             self.target_nodes[txn.target],
@@ -178,7 +182,7 @@ class TransactionRun:
 
     def _request_delivered(self, txn: _Txn, _msg: int) -> None:
         env = self.transport.env
-        if txn.tlp.cls is TxnClass.POSTED:
+        if txn.tlp.cls is FcClass.P:
             txn.t_complete = env.now
             return
         if self.wl.turnaround > 0:
@@ -218,7 +222,7 @@ def _poisson(rng: np.random.Generator, start: float, stop: float, mean: float) -
 
 
 def _check(
-    scenario: Scenario, fabric: Fabric, index: int, wl: TransactionWorkload
+    where: Locator, fabric: Fabric, index: int, wl: TransactionWorkload
 ) -> tuple[str, list[str]]:
     loc = ("workloads", index)
     if wl.requester is None:
@@ -226,46 +230,47 @@ def _check(
     else:
         requester = wl.requester
         if requester not in fabric.graph:
-            raise scenario.error((*loc, "requester"), f"unknown node {requester!r}")
+            raise where.error((*loc, "requester"), f"unknown node {requester!r}")
         if fabric.node_kind(requester) == "switch":
-            raise scenario.error(
+            raise where.error(
                 (*loc, "requester"), f"{requester!r} is a switch; it issues no requests"
             )
     if wl.targets is None:
         targets = [g for g in fabric.gpus if g != requester]
         if not targets:
-            raise scenario.error((*loc, "targets"), "no GPU other than the requester to target")
+            raise where.error((*loc, "targets"), "no GPU other than the requester to target")
         return requester, targets
     for k, t in enumerate(wl.targets):
         if t not in fabric.graph:
-            raise scenario.error(
+            raise where.error(
                 (*loc, "targets", k),
                 f"unknown node {t!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}",
             )
         if fabric.node_kind(t) != "gpu":
-            raise scenario.error((*loc, "targets", k), f"{t!r} is a {fabric.node_kind(t)}")
+            raise where.error((*loc, "targets", k), f"{t!r} is a {fabric.node_kind(t)}")
         if t == requester:
-            raise scenario.error((*loc, "targets", k), "a requester cannot target itself")
+            raise where.error((*loc, "targets", k), "a requester cannot target itself")
     return requester, list(wl.targets)
 
 
-def check_transaction_workloads(scenario: Scenario, fabric: Fabric) -> None:
+def check_transaction_workloads(
+    section: WorkloadSection[TransactionWorkload], fabric: Fabric, where: Locator
+) -> None:
     """Everything ``start_transaction_workloads`` would reject, without a transport."""
-    for i, wl in enumerate(scenario.workloads):
-        if isinstance(wl, TransactionWorkload):
-            _check(scenario, fabric, i, wl)
+    for i, wl in section.workloads:
+        _check(where, fabric, i, wl)
 
 
 def start_transaction_workloads(
-    scenario: Scenario, fabric: Fabric, transport: Transport
+    section: WorkloadSection[TransactionWorkload],
+    fabric: Fabric,
+    transport: Transport,
+    where: Locator,
 ) -> list[TransactionRun]:
     """Arm every ``kind: transactions`` workload; the returned runs fill in as the run goes."""
     runs: list[TransactionRun] = []
-    tenants = [t.name for t in scenario.tenants]
-    for i, wl in enumerate(scenario.workloads):
-        if not isinstance(wl, TransactionWorkload):
-            continue
-        requester, targets = _check(scenario, fabric, i, wl)
+    for i, wl in section.workloads:
+        requester, targets = _check(where, fabric, i, wl)
         run = TransactionRun(
             index=i,
             wl=wl,
@@ -273,10 +278,10 @@ def start_transaction_workloads(
             requester_node=transport.node_id[requester],
             targets=targets,
             target_nodes=[transport.node_id[t] for t in targets],
-            tenant=tenants.index(wl.tenant or tenants[0]),
+            tenant=section.tenant_index(wl.tenant),
             transport=transport,
         )
-        run.arm(scenario)
+        run.arm(section.seed, section.duration)
         runs.append(run)
     return runs
 
@@ -312,7 +317,7 @@ def transaction_tables(runs: Sequence[TransactionRun]) -> dict[str, pd.DataFrame
     txn_id = 0
     for run in runs:
         for txn in run.txns:
-            read = txn.tlp.cls is TxnClass.NON_POSTED
+            read = txn.tlp.cls is FcClass.NP
             rows["txn_id"].append(txn_id)
             rows["workload"].append(run.index)
             rows["requester"].append(run.requester)
@@ -337,7 +342,7 @@ def transaction_tables(runs: Sequence[TransactionRun]) -> dict[str, pd.DataFrame
             stalls["t_start_ns"].append(start)
             stalls["t_end_ns"].append(end)
     table = pd.DataFrame(rows)
-    table["class"] = pd.Categorical(table["class"], categories=[c.value for c in TxnClass])
+    table["class"] = pd.Categorical(table["class"], categories=[c.value for c in FcClass])
     stall_table = pd.DataFrame(stalls)
     stall_table["duration_ns"] = stall_table["t_end_ns"] - stall_table["t_start_ns"]
     return {"transactions": table, "rob_stalls": stall_table}
@@ -345,7 +350,7 @@ def transaction_tables(runs: Sequence[TransactionRun]) -> dict[str, pd.DataFrame
 
 def transaction_probe_rows(transactions: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
     """Completed reads as ``probes`` rows: the requester's round trip, from ready to release."""
-    reads = transactions[transactions["class"] == TxnClass.NON_POSTED.value]
+    reads = transactions[transactions["class"] == FcClass.NP.value]
     requests = messages.set_index("msg_id").loc[reads["request_msg"].to_numpy()]
     return pd.DataFrame(
         {

@@ -28,11 +28,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from sitssim.errors import Locator
 from sitssim.fabric.messages import KIND_DATA, KIND_PROBE_REQUEST
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 from sitssim.rng import component_rng
-from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload
+from sitssim.scenario import ProbeWorkload, SyntheticWorkload
+from sitssim.workloads.section import WorkloadSection
+
+ScheduleSection = WorkloadSection[SyntheticWorkload | ProbeWorkload]
+"""The schedule's section: the ``synthetic`` and ``probes`` workloads."""
 
 
 def _arrival_times(
@@ -85,56 +90,61 @@ def fixed_destinations(pattern: str, n: int, rng: np.random.Generator) -> np.nda
     raise AssertionError(pattern)
 
 
-def _gpu_index(scenario: Scenario, fabric: Fabric, loc: tuple, name: str) -> int:
+def _gpu_index(where: Locator, fabric: Fabric, loc: tuple, name: str) -> int:
     if name not in fabric.graph:
-        raise scenario.error(
+        raise where.error(
             loc, f"unknown node {name!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
         )
     if fabric.node_kind(name) != "gpu":
-        raise scenario.error(loc, f"{name!r} is a {fabric.node_kind(name)}, not a GPU")
+        raise where.error(loc, f"{name!r} is a {fabric.node_kind(name)}, not a GPU")
     return fabric.gpus.index(name)
 
 
 def synthetic_endpoints(
-    i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric
+    i: int, wl: SyntheticWorkload, where: Locator, fabric: Fabric
 ) -> tuple[list[int], int | None, int]:
     """Source GPU indices, the pair's destination and the hotspot, checked against the
     fabric (``InputError`` if the pattern or a node does not fit it)."""
     n = len(fabric.gpus)
     loc = ("workloads", i)
     if wl.pattern in ("bit_complement", "transpose", "shuffle") and not _is_pow2(n):
-        raise scenario.error(
+        raise where.error(
             (*loc, "pattern"), f"pattern {wl.pattern!r} needs a power-of-two GPU count, not {n}"
         )
     if wl.pattern != "pair" and n < 2:
-        raise scenario.error((*loc, "pattern"), "a traffic pattern needs at least two GPUs")
+        raise where.error((*loc, "pattern"), "a traffic pattern needs at least two GPUs")
     pair_dst = None
     if wl.pattern == "pair":
-        sources = [_gpu_index(scenario, fabric, (*loc, "src"), wl.src)]
-        pair_dst = _gpu_index(scenario, fabric, (*loc, "dst"), wl.dst)
+        sources = [_gpu_index(where, fabric, (*loc, "src"), wl.src)]
+        pair_dst = _gpu_index(where, fabric, (*loc, "dst"), wl.dst)
     elif wl.sources is not None:
         sources = [
-            _gpu_index(scenario, fabric, (*loc, "sources", k), s) for k, s in enumerate(wl.sources)
+            _gpu_index(where, fabric, (*loc, "sources", k), s) for k, s in enumerate(wl.sources)
         ]
     else:
         sources = list(range(n))
     hotspot = 0
     if wl.hotspot is not None:
-        hotspot = _gpu_index(scenario, fabric, (*loc, "hotspot"), wl.hotspot)
+        hotspot = _gpu_index(where, fabric, (*loc, "hotspot"), wl.hotspot)
     return sources, pair_dst, hotspot
 
 
 def _synthetic(
-    i: int, wl: SyntheticWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
+    i: int,
+    wl: SyntheticWorkload,
+    section: ScheduleSection,
+    where: Locator,
+    fabric: Fabric,
+    node_id: dict[str, int],
 ) -> list[tuple]:
-    rng = component_rng(scenario.seed, "workload", wl.name or f"#{i}")
+    rng = component_rng(section.seed, "workload", wl.name or f"#{i}")
     n = len(fabric.gpus)
-    sources, pair_dst, hotspot = synthetic_endpoints(i, wl, scenario, fabric)
+    sources, pair_dst, hotspot = synthetic_endpoints(i, wl, where, fabric)
     fixed = None
     if wl.pattern not in ("pair", "uniform_random", "hotspot"):
         fixed = fixed_destinations(wl.pattern, n, rng)
-    stop = wl.stop if wl.stop is not None else scenario.duration
-    tenant = [t.name for t in scenario.tenants].index(wl.tenant or scenario.tenants[0].name)
+    stop = wl.stop if wl.stop is not None else section.duration
+    tenant = section.tenant_index(wl.tenant)
     out = []
     for s in sources:
         if fixed is not None and fixed[s] == s:
@@ -144,7 +154,7 @@ def _synthetic(
             mean = wl.message_bytes / (wl.load * fabric.injection_bytes_per_ns[src_name])
         else:
             mean = wl.interval
-        source_rng = component_rng(scenario.seed, "workload", wl.name or f"#{i}", "source", s)
+        source_rng = component_rng(section.seed, "workload", wl.name or f"#{i}", "source", s)
         times = _arrival_times(source_rng, wl.start, stop, mean, wl.arrivals == "poisson")
         count = len(times)
         if wl.pattern == "pair":
@@ -165,39 +175,44 @@ def default_requester(fabric: Fabric) -> str:
 
 
 def probe_endpoints(
-    i: int, wl: ProbeWorkload, scenario: Scenario, fabric: Fabric
+    i: int, wl: ProbeWorkload, where: Locator, fabric: Fabric
 ) -> tuple[str, list[str]]:
     """The requester and its targets, checked against the fabric."""
     loc = ("workloads", i)
     requester = wl.requester or default_requester(fabric)
     if requester not in fabric.graph:
-        raise scenario.error((*loc, "requester"), f"unknown node {requester!r}")
+        raise where.error((*loc, "requester"), f"unknown node {requester!r}")
     if fabric.node_kind(requester) == "switch":
-        raise scenario.error(
+        raise where.error(
             (*loc, "requester"), f"{requester!r} is a switch; it issues no requests"
         )
     if wl.targets is None:
         targets = [g for g in fabric.gpus if g != requester]
     else:
         targets = [
-            fabric.gpus[_gpu_index(scenario, fabric, (*loc, "targets", k), t)]
+            fabric.gpus[_gpu_index(where, fabric, (*loc, "targets", k), t)]
             for k, t in enumerate(wl.targets)
         ]
         if requester in targets:
-            raise scenario.error((*loc, "targets"), "a requester cannot probe itself")
+            raise where.error((*loc, "targets"), "a requester cannot probe itself")
     return requester, targets
 
 
 def _probes(
-    i: int, wl: ProbeWorkload, scenario: Scenario, fabric: Fabric, node_id: dict[str, int]
+    i: int,
+    wl: ProbeWorkload,
+    section: ScheduleSection,
+    where: Locator,
+    fabric: Fabric,
+    node_id: dict[str, int],
 ) -> list[tuple]:
-    requester, targets = probe_endpoints(i, wl, scenario, fabric)
-    tenant = [t.name for t in scenario.tenants].index(wl.tenant or scenario.tenants[0].name)
+    requester, targets = probe_endpoints(i, wl, where, fabric)
+    tenant = section.tenant_index(wl.tenant)
     out = []
     for j, target in enumerate(targets):
         # Stagger targets across the interval so probes do not queue behind each other.
         phase = wl.start + wl.interval * j / len(targets)
-        times = _arrival_times(None, phase, scenario.duration, wl.interval, poisson=False)
+        times = _arrival_times(None, phase, section.duration, wl.interval, poisson=False)
         out.append(
             (
                 times,
@@ -212,24 +227,26 @@ def _probes(
     return out
 
 
-def check_schedule_workloads(scenario: Scenario, fabric: Fabric) -> None:
+def check_schedule_workloads(section: ScheduleSection, fabric: Fabric, where: Locator) -> None:
     """Everything ``build_schedule`` would reject, without drawing a single arrival (a
     long run's schedule is its biggest allocation, so the check must not build it)."""
-    for i, wl in enumerate(scenario.workloads):
+    for i, wl in section.workloads:
         if isinstance(wl, SyntheticWorkload):
-            synthetic_endpoints(i, wl, scenario, fabric)
-        elif isinstance(wl, ProbeWorkload):
-            probe_endpoints(i, wl, scenario, fabric)
+            synthetic_endpoints(i, wl, where, fabric)
+        else:
+            probe_endpoints(i, wl, where, fabric)
 
 
-def build_schedule(scenario: Scenario, fabric: Fabric, node_id: dict[str, int]) -> Schedule:
+def build_schedule(
+    section: ScheduleSection, fabric: Fabric, node_id: dict[str, int], where: Locator
+) -> Schedule:
     """Draw every workload's injections and merge them into one sorted schedule."""
     parts: list[tuple] = []
-    for i, wl in enumerate(scenario.workloads):
+    for i, wl in section.workloads:
         if isinstance(wl, SyntheticWorkload):
-            parts.extend(_synthetic(i, wl, scenario, fabric, node_id))
-        elif isinstance(wl, ProbeWorkload):
-            parts.extend(_probes(i, wl, scenario, fabric, node_id))
+            parts.extend(_synthetic(i, wl, section, where, fabric, node_id))
+        else:
+            parts.extend(_probes(i, wl, section, where, fabric, node_id))
     if not parts:
         empty = np.zeros(0)
         return Schedule(empty, *(np.zeros(0, dtype=np.int64) for _ in range(6)))

@@ -33,15 +33,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sitssim.errors import InputError, one_line, shown
-from sitssim.files import open_regular_file
-from sitssim.quantities import MAX_TOKENS
-from sitssim.workloads.inference_config import (
+from sitssim.config.inference_config import (
     LengthDistribution,
     SyntheticRequests,
     TokenCount,
     TraceRequests,
 )
+from sitssim.errors import InputError, one_line, shown
+from sitssim.files import open_regular_file
+from sitssim.quantities import MAX_TOKENS
 
 NS_PER_S = 1e9
 # The largest public LLM request traces (Azure 2024, a week of requests) are tens of MB

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sitssim.fabric.clock_params import (
+from sitssim.config.clock_params import (
     ClockConfig,
     ClockStepBack,
     LinearDrift,

@@ -14,15 +14,15 @@ from sitssim.fabric.ordering import (
     ReorderBuffer,
     RobFullError,
     Tlp,
-    TxnClass,
     may_pass,
     pass_rule,
 )
+from sitssim.link.credits import FcClass
 
-P, NP, CPL = TxnClass.POSTED, TxnClass.NON_POSTED, TxnClass.COMPLETION
+P, NP, CPL = FcClass.P, FcClass.NP, FcClass.CPL
 
 
-def tlp(cls: TxnClass, txn_id: int = 0, **kw: object) -> Tlp:
+def tlp(cls: FcClass, txn_id: int = 0, **kw: object) -> Tlp:
     return Tlp(txn_id=txn_id, cls=cls, **kw)
 
 
@@ -42,7 +42,7 @@ def tlp(cls: TxnClass, txn_id: int = 0, **kw: object) -> Tlp:
         (CPL, CPL, Pass.MAY),  # D5a
     ],
 )
-def test_every_cell_without_relaxations(later: TxnClass, earlier: TxnClass, expected: Pass) -> None:
+def test_every_cell_without_relaxations(later: FcClass, earlier: FcClass, expected: Pass) -> None:
     a = tlp(later, 1, transaction=7 if later is CPL else -1)
     b = tlp(earlier, 0, transaction=8 if earlier is CPL else -1)
     assert pass_rule(a, b) is expected
@@ -56,7 +56,7 @@ def test_completions_of_one_transaction_stay_in_order() -> None:  # D5b
 
 
 @pytest.mark.parametrize("cls", [P, CPL])
-def test_relaxed_ordering_lets_writes_and_completions_pass_writes(cls: TxnClass) -> None:
+def test_relaxed_ordering_lets_writes_and_completions_pass_writes(cls: FcClass) -> None:
     earlier = tlp(P, 0)
     assert not may_pass(tlp(cls, 1), earlier)
     assert may_pass(tlp(cls, 1, ro=True), earlier)
@@ -73,7 +73,7 @@ def test_relaxations_are_the_later_tlps_not_the_earlier_ones() -> None:
 
 
 @pytest.mark.parametrize("cls", [P, NP])
-def test_id_based_ordering_separates_requester_ids_only(cls: TxnClass) -> None:
+def test_id_based_ordering_separates_requester_ids_only(cls: FcClass) -> None:
     earlier = tlp(P, 0, requester_id=1)
     assert may_pass(tlp(cls, 1, ido=True, requester_id=2), earlier)
     assert not may_pass(tlp(cls, 1, ido=True, requester_id=1), earlier)

@@ -17,12 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sitssim.fabric.messages import KIND_TXN_COMPLETION, KIND_TXN_READ, KIND_TXN_WRITE
+from sitssim.fabric.ports import CreditedPort
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import scenario_from_data
 from sitssim.stages.credits import build_credit_stage
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.schedule import scenario_schedule
 
 WRITE, READ, COMPLETION = KIND_TXN_WRITE, KIND_TXN_READ, KIND_TXN_COMPLETION
 # A credit that comes back long after a message's flight, so waiting for one shows.
@@ -40,10 +41,10 @@ def one_credit_link(
     scenario = scenario_from_data(data)
     fabric = build_fabric(scenario)
     nodes = sorted(fabric.graph)
-    schedule = build_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
+    schedule = scenario_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
     credits = build_credit_stage(scenario.link_layer.credits, fabric)
     return Transport(
-        simpy.Environment(), fabric, Router(fabric), nodes, schedule, {}, None, credits.links
+        simpy.Environment(), fabric, Router(fabric), nodes, schedule, None, credits.links
     )
 
 
@@ -75,7 +76,7 @@ def test_a_strict_fifo_port_would_hold_the_write_behind_the_read(
     link: Callable[..., Transport], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Mutation witness: without the ordering table's passing, the test above fails."""
-    monkeypatch.setattr(Transport, "_passer", lambda self, port: -1)
+    monkeypatch.setattr(CreditedPort, "_passer", lambda self: -1)
     _, read2, write = send_all(link(), [READ, READ, WRITE])
     assert write > read2
 
@@ -119,6 +120,4 @@ def test_delivery_order_never_breaks_a_no_cell(
                 assert kinds[i] != WRITE, f"message {j} passed the earlier write {i}"
     for port in transport.ports:
         assert not port.queue
-        assert port.credit is None or port.credit.stall_start == [None] * len(
-            port.credit.stall_start
-        )
+        assert port.credit.stall_start == [None] * len(port.credit.stall_start)

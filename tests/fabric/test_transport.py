@@ -14,7 +14,7 @@ import pytest
 from sitssim.fabric.topology import build_fabric
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.schedule import scenario_schedule
 
 ScenarioData = dict[str, Any]
 
@@ -171,7 +171,7 @@ def test_messages_are_conserved(run: str, request: pytest.FixtureRequest) -> Non
 
     fabric = build_fabric(result.scenario)
     nodes = sorted(fabric.graph)
-    schedule = build_schedule(result.scenario, fabric, {n: i for i, n in enumerate(nodes)})
+    schedule = scenario_schedule(result.scenario, fabric, {n: i for i, n in enumerate(nodes)})
     scheduled = Counter(
         (nodes[s], nodes[d], int(k))
         for s, d, k in zip(schedule.src, schedule.dst, schedule.kind, strict=True)

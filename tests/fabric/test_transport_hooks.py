@@ -13,15 +13,15 @@ from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import scenario_from_data
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.schedule import scenario_schedule
 
 
 def idle_transport(one_link_data: Callable[..., dict[str, Any]]) -> Transport:
     scenario = scenario_from_data(one_link_data([]))
     fabric = build_fabric(scenario)
     nodes = sorted(fabric.graph)
-    schedule = build_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
-    return Transport(simpy.Environment(), fabric, Router(fabric), nodes, schedule, {})
+    schedule = scenario_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
+    return Transport(simpy.Environment(), fabric, Router(fabric), nodes, schedule)
 
 
 def test_a_message_waits_out_an_outage_that_its_serialisation_would_overlap(

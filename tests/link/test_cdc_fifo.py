@@ -19,18 +19,21 @@ from typer.testing import CliRunner
 
 from sitssim import load_scenario, simulate
 from sitssim.cli import app
-from sitssim.fabric.topology import build_fabric
-from sitssim.link.cdc_fifo import (
+from sitssim.config.cdc_device import (
     CORNERS,
     MTBF_TARGET_YEARS,
     WORST_CORNER,
-    Burst,
-    CdcDesign,
     closing_divider,
     flop_timing,
+    mtbf_years,
+)
+from sitssim.errors import Locator
+from sitssim.fabric.topology import build_fabric
+from sitssim.link.cdc_fifo import (
+    Burst,
+    CdcDesign,
     handshake_setup_cycles,
     measure_loop,
-    mtbf_years,
     ref_register_ps,
     sync_latency_ps,
     sync_phases,
@@ -40,7 +43,7 @@ from sitssim.link.cdc_fifo import (
     simulate as simulate_fifo,
 )
 from sitssim.spec.registry import JUDGES, RunContext, Verdict
-from sitssim.stages.cdc import cdc_tables
+from sitssim.stages.cdc import cdc_section, cdc_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 DESIGN = CdcDesign()
@@ -255,7 +258,7 @@ def _cdc_only(path: Path) -> RunContext:
     """The CDC stage and its judges alone: the traffic does not enter these clauses."""
     scenario = load_scenario(path)
     fabric = build_fabric(scenario)
-    return RunContext(tables=cdc_tables(scenario, fabric))
+    return RunContext(tables=cdc_tables(cdc_section(scenario), fabric, Locator(scenario.error)))
 
 
 def _judged(ctx: RunContext, clause_id: str) -> Verdict:
@@ -296,7 +299,7 @@ def test_no_cdc_block_no_cdc_tables() -> None:
     """Without link_layer.cdc the stage adds nothing and the CDC clauses are n/a."""
     scenario = load_scenario(ROOT / "scenarios/violations/tso_loaded.yaml")
     fabric = build_fabric(scenario)
-    assert cdc_tables(scenario, fabric) == {}
+    assert cdc_tables(cdc_section(scenario), fabric, Locator(scenario.error)) == {}
     ctx = RunContext(tables={})
     for clause_id in ("link.cdc_fifo_depth", "link.cdc_sync_latency", "link.handshake_setup"):
         assert _judged(ctx, clause_id).verdict == "n/a"

@@ -11,14 +11,11 @@ from sitssim.fabric.clocks import DeviceClock
 from sitssim.fabric.topology import Channel
 from sitssim.link.flit import flit_time_ns
 from sitssim.link.ordered_sets import (
-    CheckerState,
-    Finding,
-    StampChecker,
     UnstampedSets,
-    check_directions,
     ordered_set_interval_ns,
     ordered_sets_table,
 )
+from sitssim.protocol.stamp_checker import CheckerState, Finding, StampChecker, check_directions
 
 
 def _channel(cid: int, src: str, dst: str, lanes: int = 16, rate: float = 64.0) -> Channel:

@@ -9,10 +9,10 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from sitssim.config.phy_profile import ChannelDrift
 from sitssim.phy.ber_monitor import drifted_channel, monitor_link, retrain_due
 from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.ltssm import State
-from sitssim.phy.profile import ChannelDrift
 from sitssim.phy.training import LinkTrace, StateRow
 
 

@@ -6,6 +6,7 @@ from collections import deque
 import numpy as np
 import pytest
 
+from sitssim.config.presets import PRESET_NAMES, PRESET_NEIGHBOURS, PRESET_NOMINAL_DB
 from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile, pulse_response, transmit
 from sitssim.phy.equalizer import (
     PRESET_TABLE,
@@ -20,7 +21,6 @@ from sitssim.phy.equalizer import (
     preset_db,
     train_rx_equalizer,
 )
-from sitssim.phy.presets import PRESET_NAMES, PRESET_NEIGHBOURS, PRESET_NOMINAL_DB
 
 NOMINAL = ChannelProfile(loss_db=10.0, snr_db=30.0, rj_rms_ui=0.01)
 

@@ -9,7 +9,8 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sitssim.fabric.clock_params import MAX_PPM, ClockConfig, ClockStepBack
+from sitssim.config.clock_params import MAX_PPM, ClockConfig, ClockStepBack
+from sitssim.errors import Locator
 from sitssim.fabric.clocks import build_clocks
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Channel, build_fabric
@@ -19,8 +20,8 @@ from sitssim.link.ordered_sets import ordered_sets_table
 from sitssim.scenario import Scenario, scenario_from_data
 from sitssim.spec.clock_clauses import max_allowed_skew
 from sitssim.spec.registry import JUDGES, RunContext
-from sitssim.stages.clocks import attach_clocks
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.clocks import attach_clocks, clock_section
+from sitssim.stages.schedule import scenario_schedule
 
 HORIZON_NS = 200_000.0
 ORDERED_SET_FLITS = 740
@@ -154,9 +155,9 @@ def _clock_run(scenario: Scenario) -> dict[str, pd.DataFrame]:
     """Only the transport and the clock stage: no other layer's stage or judge."""
     fabric = build_fabric(scenario)
     nodes = sorted(fabric.graph)
-    schedule = build_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
-    transport = Transport(simpy.Environment(), fabric, Router(fabric), nodes, schedule, {})
-    stage = attach_clocks(scenario, fabric, transport)
+    schedule = scenario_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
+    transport = Transport(simpy.Environment(), fabric, Router(fabric), nodes, schedule)
+    stage = attach_clocks(clock_section(scenario), fabric, transport, Locator(scenario.error))
     transport.run()
     return stage.tables(transport.env.now)
 

@@ -15,16 +15,16 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sitssim.config.collective_config import ALGORITHMS
 from sitssim.fabric.routing import Router
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import scenario_from_data
-from sitssim.workloads.collective_config import ALGORITHMS
 from sitssim.workloads.collectives import (
     chunk_sizes,
     ring_all_reduce_lower_bound_ns,
-    start_all_reduce,
+    start_collective,
 )
 
 
@@ -38,7 +38,7 @@ def idle(topology: dict[str, Any], lanes: int) -> tuple[Fabric, Transport]:
     fabric = build_fabric(scenario_from_data(data))
     empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
     nodes = sorted(fabric.graph)
-    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty, {})
+    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
 
 
 @st.composite
@@ -66,8 +66,13 @@ def test_ring_never_beats_the_bound_and_sends_exactly_its_share(case: tuple) -> 
     fabric, transport = idle(topology, lanes)
     max_message = max(1, -(-size // pieces))
     done: list[float] = []
-    handle = start_all_reduce(
-        transport, fabric.gpus, size, max_message_bytes=max_message, on_done=done.append
+    handle = start_collective(
+        "all_reduce",
+        transport,
+        fabric.gpus,
+        size,
+        max_message_bytes=max_message,
+        on_done=done.append,
     )
     transport.run()
     n = len(fabric.gpus)
@@ -97,7 +102,8 @@ def test_every_algorithm_completes_once_with_every_contribution(
 ) -> None:
     fabric, transport = idle({"kind": "nvswitch", "gpus": n}, 2)
     done: list[float] = []
-    handle = start_all_reduce(
+    handle = start_collective(
+        "all_reduce",
         transport,
         fabric.gpus,
         size,

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sitssim.workloads.catalog import GpuSpec, ModelConfig
+from sitssim.config.catalog import GpuSpec, ModelConfig
 from sitssim.workloads.engine import (
     EngineConfig,
     EngineModel,

@@ -15,9 +15,9 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sitssim.protocol.token_frames import NS_PER_MS, emit_windows_ms
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
-from sitssim.workloads.tokens import NS_PER_MS, emit_windows_ms
 
 TINY = {
     "name": "tiny",

@@ -18,12 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from sitssim.config.cdc_device import CORNERS, flop_timing
 from sitssim.link.cdc_fifo import (
-    CORNERS,
     Burst,
     CdcDesign,
     CdcFifo,
-    flop_timing,
     formula_depth,
     gray,
     measure_loop,

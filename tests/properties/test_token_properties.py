@@ -7,8 +7,7 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sitssim.workloads.mhf import MHF_MARKER, derive_layout, prepend_marker
-from sitssim.workloads.tokens import (
+from sitssim.protocol.token_frames import (
     FIELD_RANGES,
     NS_PER_MS,
     FrameRangeError,
@@ -25,6 +24,7 @@ from sitssim.workloads.tokens import (
     in_range,
     pack_frames,
 )
+from sitssim.workloads.mhf import MHF_MARKER, derive_layout, prepend_marker
 
 FIELDS = tuple(FIELD_RANGES)
 U64_MAX = 2**64 - 1

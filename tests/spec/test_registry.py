@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 import sitssim.spec.registry as registry
-from sitssim.phy import pam4, profile
+from sitssim.config import phy_profile as profile
+from sitssim.phy import pam4
 from sitssim.spec.catalogue import CATALOGUE, CLAUSES, index
 from sitssim.spec.clause import Clause, Limit
 from sitssim.spec.registry import (

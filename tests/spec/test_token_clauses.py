@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sitssim.cli import app
+from sitssim.protocol.token_frames import TokenFrame, encode
 from sitssim.spec.registry import JUDGES, RunContext, Verdict
-from sitssim.workloads.tokens import TokenFrame, encode
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN_CLAUSES = (

@@ -3,15 +3,18 @@ builds, starts and reads back every stage, in registry order."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import sitssim.simulation as simulation
-from sitssim.fabric.topology import Fabric
+from sitssim.errors import InputError, Locator
+from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
-from sitssim.preflight import CHECKS
+from sitssim.preflight import CHECKS, preflight
 from sitssim.scenario import Scenario, load_scenario
 from sitssim.simulation import simulate
 from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
@@ -25,7 +28,7 @@ def _small(name: str = "fat_tree_8gpu.yaml", duration_ns: float = 2000.0) -> Sce
 
 
 def test_validate_runs_every_stage_check_in_registry_order() -> None:
-    assert [s.check for s in STAGES if s.check is not None] == CHECKS
+    assert [s for s in STAGES if s.checker is not None] == CHECKS
     names = [s.name for s in STAGES]
     assert len(set(names)) == len(names)
     # The PHY's references are checked first: every later stage reads the trained links.
@@ -63,11 +66,12 @@ def test_a_registered_stage_is_built_started_and_read_back(
 ) -> None:
     seen: list[str] = []
 
-    def build(scenario: Scenario, fabric: Fabric, wiring: Wiring) -> Stage:
+    def build(duration: float, fabric: Fabric, wiring: Wiring, where: Locator) -> Stage:
         seen.append(f"build with recover {wiring.recover is not None}")
         return _Spy(seen)
 
-    monkeypatch.setattr(simulation, "STAGES", (*STAGES, StageSpec("spy", None, build)))
+    spy = StageSpec("spy", section=lambda scenario: scenario.duration, builder=build)
+    monkeypatch.setattr(simulation, "STAGES", (*STAGES, spy))
     result = simulate(_small())
     assert seen == [
         "build with recover True",
@@ -107,3 +111,87 @@ def test_the_transactions_stage_adds_its_reads_to_the_probes_in_place() -> None:
     # Every probe request's row, then one per transaction read, which probes alone lack.
     assert len(probes) > len(from_probes) > 0
     assert probes["probe_id"].iloc[: len(from_probes)].tolist() == from_probes["msg_id"].tolist()
+
+
+# The stages whose models still read the whole scenario, each with why; may only shrink.
+WHOLE_SCENARIO = {"phy": "sitssim.phy.links builds the links from several sections at once"}
+
+
+def _first_annotation(fn: object) -> str:
+    parameter = next(iter(inspect.signature(fn).parameters.values()))
+    return str(parameter.annotation)
+
+
+def test_no_stage_builder_or_check_is_declared_to_take_the_scenario() -> None:
+    for spec in STAGES:
+        declared = {_first_annotation(spec.builder)}
+        if spec.checker is not None:
+            declared.add(_first_annotation(spec.checker))
+        if spec.name in WHOLE_SCENARIO:
+            assert declared == {"Scenario"}, (spec.name, "takes a section now: drop its entry")
+        else:
+            assert not any("Scenario" in d for d in declared), (spec.name, declared)
+
+
+def _fields(section: object) -> list[object]:
+    if dataclasses.is_dataclass(section):
+        return [getattr(section, f.name) for f in dataclasses.fields(section)]
+    return [section]
+
+
+@pytest.mark.parametrize(
+    "name", ["llama3_8b_tp8_nvswitch.yaml", "direct_rc_host_io.yaml", "fat_tree_8gpu.yaml"]
+)
+def test_each_stage_is_built_and_checked_from_its_own_section_only(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Every builder and check is handed what its selector picks, never the scenario (nor a
+    section that carries it along)."""
+    received: dict[str, list[object]] = {}
+
+    def spying(spec: StageSpec) -> StageSpec:
+        def builder(section: object, *rest: object) -> Stage:
+            received.setdefault(spec.name, []).append(section)
+            return spec.builder(section, *rest)
+
+        def checker(section: object, *rest: object) -> None:
+            received.setdefault(spec.name, []).append(section)
+            spec.checker(section, *rest)
+
+        return dataclasses.replace(
+            spec, builder=builder, checker=None if spec.checker is None else checker
+        )
+
+    spied = tuple(spying(s) for s in STAGES)
+    monkeypatch.setattr(simulation, "STAGES", spied)
+    monkeypatch.setattr("sitssim.preflight.CHECKS", [s for s in spied if s.checker is not None])
+    scenario = _small(name)
+    preflight(scenario)
+    assert sorted(received) == sorted(s.name for s in STAGES if s.checker is not None)
+    received.clear()
+    simulate(scenario)
+    assert sorted(received) == sorted(s.name for s in STAGES)
+    for stage, sections in received.items():
+        for section in sections:
+            if stage in WHOLE_SCENARIO:
+                assert section is scenario
+            else:
+                assert not any(isinstance(v, Scenario) for v in _fields(section)), stage
+
+
+def test_a_stage_error_is_located_in_the_whole_scenario(tmp_path: Path) -> None:
+    """A check handed only its section still names the scenario's file, line and field."""
+    text = (SCENARIOS / "fat_tree_8gpu.yaml").read_text()
+    assert "workloads:" in text
+    text = text.replace(
+        "workloads:\n", "workloads:\n  - {kind: collective, sizes: [4KiB], gpus: [gpu0, nope]}\n"
+    )
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    scenario = load_scenario(path)
+    (collectives,) = [s for s in STAGES if s.name == "collectives"]
+    line = text.splitlines().index("workloads:") + 2
+    with pytest.raises(InputError) as caught:
+        collectives.check(scenario, build_fabric(scenario))
+    assert str(caught.value).startswith(f"{path}:{line}: workloads[0].gpus[1]:")
+    assert "unknown node 'nope'" in str(caught.value)

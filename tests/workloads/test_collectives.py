@@ -17,22 +17,21 @@ import simpy
 from typer.testing import CliRunner
 
 from sitssim.cli import app
+from sitssim.config.collective_config import ALGORITHMS, OPERATIONS
 from sitssim.fabric.routing import Router
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import load_scenario, scenario_from_data
 from sitssim.simulation import simulate
-from sitssim.workloads.collective_config import ALGORITHMS
 from sitssim.workloads.collectives import (
+    REDUCES,
     CollectiveHandle,
     bus_factor,
     chunk_sizes,
     double_binary_tree,
     ring_all_reduce_lower_bound_ns,
-    start_all_gather,
-    start_all_reduce,
-    start_reduce_scatter,
+    start_collective,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,14 +47,14 @@ def idle(topology: dict[str, Any], link: dict[str, Any] | None = None) -> tuple[
     fabric = build_fabric(scenario_from_data(data))
     empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
     nodes = sorted(fabric.graph)
-    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty, {})
+    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
 
 
 def run_all_reduce(
     size: int, algorithm: str = "ring", topology: dict = NVSWITCH, **kwargs: Any
 ) -> tuple[Fabric, Transport, CollectiveHandle]:
     fabric, transport = idle(topology, NVLINK)
-    handle = start_all_reduce(transport, fabric.gpus, size, algorithm, **kwargs)
+    handle = start_collective("all_reduce", transport, fabric.gpus, size, algorithm, **kwargs)
     transport.run()
     return fabric, transport, handle
 
@@ -70,7 +69,7 @@ def sent_by_rank(transport: Transport, handle: CollectiveHandle) -> list[int]:
 def test_ring_all_reduce_sends_2_n_minus_1_chunks_per_rank(n: int) -> None:
     size = 10_007
     fabric, transport = idle({"kind": "nvswitch", "gpus": n}, NVLINK)
-    handle = start_all_reduce(transport, fabric.gpus, size, max_message_bytes=512)
+    handle = start_collective("all_reduce", transport, fabric.gpus, size, max_message_bytes=512)
     transport.run()
     assert handle.chunk_sends == 2 * (n - 1) * n
     # Splitting never changes what is sent, only into how many messages.
@@ -85,7 +84,7 @@ def test_ring_all_reduce_sends_2_n_minus_1_chunks_per_rank(n: int) -> None:
 
 def test_every_rank_ends_with_every_contribution_and_not_before_the_end() -> None:
     fabric, transport = idle(NVSWITCH, NVLINK)
-    handle = start_all_reduce(transport, fabric.gpus, 1 << 20)
+    handle = start_collective("all_reduce", transport, fabric.gpus, 1 << 20)
     transport.env.run(until=transport.env.now + 1000.0)
     assert not handle.done
     assert not handle.result_complete()
@@ -97,7 +96,7 @@ def test_every_rank_ends_with_every_contribution_and_not_before_the_end() -> Non
 
 def test_reduce_scatter_leaves_each_rank_only_its_own_slice_reduced() -> None:
     fabric, transport = idle(NVSWITCH, NVLINK)
-    handle = start_reduce_scatter(transport, fabric.gpus, 4096)
+    handle = start_collective("reduce_scatter", transport, fabric.gpus, 4096)
     transport.run()
     full = (1 << 8) - 1
     assert handle.result_complete()
@@ -109,7 +108,7 @@ def test_reduce_scatter_leaves_each_rank_only_its_own_slice_reduced() -> None:
 
 def test_all_gather_gives_every_rank_every_slice_unreduced() -> None:
     fabric, transport = idle(NVSWITCH, NVLINK)
-    handle = start_all_gather(transport, fabric.gpus, 4096, algorithm="direct")
+    handle = start_collective("all_gather", transport, fabric.gpus, 4096, algorithm="direct")
     transport.run()
     assert handle.chunk_sends == 8 * 7
     assert handle.contributions == [[1 << c for c in range(8)] for _ in range(8)]
@@ -202,17 +201,68 @@ def test_double_binary_tree_is_two_spanning_trees_with_disjoint_leaves(n: int) -
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda t, g: start_all_gather(t, g, 64, algorithm="tree"), "all_reduce only"),
-        (lambda t, g: start_all_reduce(t, [*g[:2], "nvs0"], 64), "not a GPU"),
-        (lambda t, g: start_all_reduce(t, [g[0], g[0]], 64), "once"),
-        (lambda t, g: start_all_reduce(t, g, 0), "at least 1"),
-        (lambda t, g: start_all_reduce(t, g, 64, "butterfly"), "unknown algorithm"),
+        (lambda t, g: start_collective("all_gather", t, g, 64, "tree"), "all_reduce only"),
+        (lambda t, g: start_collective("all_reduce", t, [*g[:2], "nvs0"], 64), "not a GPU"),
+        (lambda t, g: start_collective("all_reduce", t, [g[0], g[0]], 64), "once"),
+        (lambda t, g: start_collective("all_reduce", t, g, 0), "at least 1"),
+        (lambda t, g: start_collective("all_reduce", t, g, 64, "butterfly"), "unknown algorithm"),
+        (lambda t, g: start_collective("broadcast", t, g, 64), "unknown operation"),
+        (
+            lambda t, g: start_collective("all_gather", t, g, 64, reduce_bytes_per_ns=1.0),
+            "reduces nothing",
+        ),
     ],
 )
 def test_bad_arguments_are_refused(call: Any, message: str) -> None:
     fabric, transport = idle(NVSWITCH, NVLINK)
     with pytest.raises(ValueError, match=message):
         call(transport, fabric.gpus)
+
+
+@pytest.mark.parametrize(
+    ("operation", "sends", "ends_with"),
+    [
+        # Ring: N-1 reduce steps then N-1 gather steps; every rank ends with every chunk.
+        ("all_reduce", 2 * 7 * 8, lambda r, c: (1 << 8) - 1),
+        # Only the gather steps: chunk c holds rank c's contribution alone, everywhere.
+        ("all_gather", 7 * 8, lambda r, c: 1 << c),
+        # Only the reduce steps: rank r's own slice r is fully reduced (checked below).
+        ("reduce_scatter", 7 * 8, None),
+    ],
+)
+def test_one_starter_runs_each_operation_as_its_table_says(
+    operation: str, sends: int, ends_with: Any
+) -> None:
+    fabric, transport = idle(NVSWITCH, NVLINK)
+    done: list[float] = []
+    reduce_bw = 10.0 if REDUCES[operation] else None
+    handle = start_collective(
+        operation, transport, fabric.gpus, 8192, on_done=done.append, reduce_bytes_per_ns=reduce_bw
+    )
+    transport.run()
+    assert handle.operation == operation and handle.algorithm == "ring"
+    assert done == [handle.end_ns] and handle.result_complete()
+    assert handle.chunk_sends == sends
+    full = (1 << 8) - 1
+    if ends_with is None:
+        assert all(row[r] == full for r, row in enumerate(handle.contributions))
+        assert not all(mask == full for row in handle.contributions for mask in row)
+    else:
+        assert handle.contributions == [[ends_with(r, c) for c in range(8)] for r in range(8)]
+
+
+def test_a_reducing_operation_spends_its_reduction_time() -> None:
+    """The reduction bandwidth reaches the driver of each operation that reduces."""
+    for operation in [op for op in OPERATIONS if REDUCES[op]]:
+        times = []
+        for bw in (None, 1.0):
+            fabric, transport = idle(NVSWITCH, NVLINK)
+            handle = start_collective(
+                operation, transport, fabric.gpus, 1 << 16, reduce_bytes_per_ns=bw
+            )
+            transport.run()
+            times.append(handle.duration_ns)
+        assert times[1] > times[0], operation
 
 
 def test_bus_factor_follows_nccl_tests() -> None:

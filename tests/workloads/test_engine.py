@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sitssim.workloads.catalog import (
+from sitssim.config.catalog import (
     A100_80GB,
     GPUS,
     H100_SXM,

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sitssim.config.catalog import LLAMA3_8B
+from sitssim.protocol.token_frames import FIELD_RANGES, NS_PER_MS
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
-from sitssim.workloads.catalog import LLAMA3_8B
 from sitssim.workloads.collectives import chunk_sizes
-from sitssim.workloads.tokens import FIELD_RANGES, NS_PER_MS
 
 TINY = {
     "name": "tiny",

@@ -12,7 +12,7 @@ from scipy import stats
 
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.scenario import scenario_from_data
-from sitssim.workloads.synthetic import build_schedule
+from sitssim.stages.schedule import scenario_schedule
 
 
 def _fat_tree(gpus: int, workloads: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def _schedule(data: dict[str, Any]) -> tuple[pd.DataFrame, Fabric]:
     scenario = scenario_from_data(data)
     fabric = build_fabric(scenario)
     nodes = sorted(fabric.graph)
-    schedule = build_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
+    schedule = scenario_schedule(scenario, fabric, {n: i for i, n in enumerate(nodes)})
     gpu_index = {g: i for i, g in enumerate(fabric.gpus)}
     table = pd.DataFrame(
         {

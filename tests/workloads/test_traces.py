@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sitssim.workloads import traces
-from sitssim.workloads.inference_config import (
+from sitssim.config.inference_config import (
     LengthDistribution,
     SyntheticRequests,
     TraceRequests,
 )
+from sitssim.workloads import traces
 from sitssim.workloads.traces import draw_counts, read_trace, synthetic_requests, trace_requests
 
 ROOT = Path(__file__).resolve().parents[2]

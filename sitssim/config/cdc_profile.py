@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from sitssim.config.cdc_device import CORNERS, MAX_DEPTH, closing_divider, flop_timing
 from sitssim.errors import LocatedValueError, shown
-from sitssim.link.cdc_fifo import CORNERS, MAX_DEPTH, closing_divider, flop_timing
 from sitssim.quantities import count
 from sitssim.units import NUMBER
 

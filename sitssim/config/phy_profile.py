@@ -30,8 +30,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from sitssim.config.presets import PRESET_NAMES
 from sitssim.errors import LocatedValueError, shown
-from sitssim.phy.presets import PRESET_NAMES
 from sitssim.quantities import MAX_DB, PositiveTime, Time, count, number
 from sitssim.units import NUMBER
 

@@ -17,7 +17,7 @@ maximum boost; we take -9.5 dB (c+1 = -1/3). With a = |c-1|, b = |c+1|:
 pre-shoot = 20 log10((c0 - b + a) / (c0 - b - a)) and
 de-emphasis = 20 log10((c0 - b - a) / (c0 + b - a)).
 
-Plain Python, so the scenario schema (``sitssim.phy.profile``) can check a preset name
+Plain Python, so the scenario schema (``sitssim.config.phy_profile``) can check a preset name
 without importing the equaliser (numpy, scipy); ``sitssim.phy.equalizer`` turns the rows
 into coefficient arrays.
 """

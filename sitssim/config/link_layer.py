@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sitssim.link.cdc_profile import CdcProfile
-from sitssim.link.credit_profile import CreditProfile
-from sitssim.link.flit_profile import FlitProfile
+from sitssim.config.cdc_profile import CdcProfile
+from sitssim.config.credit_profile import CreditProfile
+from sitssim.config.flit_profile import FlitProfile
 
 
 class LinkLayer(BaseModel):

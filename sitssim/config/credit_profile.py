@@ -5,12 +5,16 @@ Kept free of ``sitssim.scenario`` imports, because the scenario module imports i
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from sitssim.link.credits import DATA_CREDIT_BYTES, SPEC_MAX_UPDATE_INTERVAL_NS
 from sitssim.quantities import Interval, Size, Time, count
+
+DATA_CREDIT_BYTES: Final = 16
+"""Bytes of payload one data credit covers (PCIe: 4 DW)."""
+SPEC_MAX_UPDATE_INTERVAL_NS: Final = 30_000.0
+"""The longest a receiver may go between UpdateFCs of a class."""
 
 # 2^24 credits: a 256 MiB receive buffer at 16 B per data credit, beyond any device's.
 Credits = count(1, 2**24) | Literal["infinite"]

@@ -5,16 +5,21 @@ Kept free of ``sitssim.scenario`` imports, because the scenario module imports i
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sitssim.link.replay import (
-    SPEC_MAX_UNACKNOWLEDGED_FLITS,
-    SPEC_MIN_REPLAY_TIMEOUT_FLITS,
-    SPEC_REPLAY_NUM_BITS,
-)
 from sitssim.quantities import MAX_ITEMS, Time, count, number
+
+# The spec's replay limits: the profile's defaults and bounds, and the replay core's
+# (``sitssim.link.replay``, which imports them from here, below it).
+SPEC_MAX_UNACKNOWLEDGED_FLITS: Final = 511
+SPEC_MIN_REPLAY_TIMEOUT_FLITS: Final = 1500
+SPEC_REPLAY_NUM_BITS: Final = 3
+"""REPLAY_NUM width of the SITS2026 link layer (issue 4: a 3-bit counter, so the 8th
+consecutive replay attempt asks for Recovery). Non-flit PCIe uses a 2-bit counter (11b -> 00b,
+Recovery on the 4th attempt); the profile's ``replay_num_bits`` makes either a device
+parameter."""
 
 
 class FlitProfile(BaseModel):

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sitssim.workloads.tokens import (
+from sitssim.protocol.token_frames import (
     EMIT_WINDOW_BASE_MS,
     FIELD_RANGES,
     FRAME_DTYPE,

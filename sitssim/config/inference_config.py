@@ -5,7 +5,7 @@ through an engine whose compute times come from `sitssim.workloads.engine` and
 whose tensor-parallel collectives and pipeline transfers cross the simulated
 fabric (`sitssim.workloads.inference` drives it). Everything here is plain,
 frozen pydantic data; built-in model and GPU names resolve to the
-`sitssim.workloads.catalog` entries, inline mappings are checked by the same
+`sitssim.config.catalog` entries, inline mappings are checked by the same
 catalog constructors, so a bad field is reported at its own line.
 
 `sitssim.scenario` imports this module, so it must not import `sitssim.scenario`
@@ -18,6 +18,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sitssim.config.catalog import (
+    GPUS,
+    MODELS,
+    GpuSpec,
+    ModelConfig,
+    gpu_from_dict,
+    model_from_dict,
+)
 from sitssim.errors import LocatedValueError
 from sitssim.quantities import (
     MAX_BF16,
@@ -30,14 +38,6 @@ from sitssim.quantities import (
     Tokens,
     count,
     number,
-)
-from sitssim.workloads.catalog import (
-    GPUS,
-    MODELS,
-    GpuSpec,
-    ModelConfig,
-    gpu_from_dict,
-    model_from_dict,
 )
 
 Fraction = number(0.0, 1.0)

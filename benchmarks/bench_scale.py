@@ -1,0 +1,111 @@
+"""Scale benchmark: does the engine's cost per hop-event stay flat as the fabric grows?
+
+Run as ``python benchmarks/bench_scale.py [--gpus 128 1024] [--load 0.4] [--duration 20us]``.
+
+Each size is a two-level fat tree of radix 32 with 32 spines (full bisection) under uniform
+random traffic at ``--load`` of every GPU's injection bandwidth for ``--duration``, run end to
+end by ``sitssim.simulate`` (PHY training, tables and clauses included), one size after the
+other in this one process. The figure of merit is the simulation phase's wall time (the
+transport's run, after the build and the PHY training) per hop-event (one channel crossed
+by a delivered message), and the ratio of the largest size's to the smallest's: 1.0 means a
+hop costs the same however big the fabric is. The whole run's wall time and each phase's are
+printed beside it. Not a test: nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+# Measure the checkout this script sits in, installed or not.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sitssim.scenario import Scenario, scenario_from_data
+from sitssim.simulation import simulate
+
+RADIX = 32
+SPINES = 32
+TARGET_RATIO = 1.5
+
+
+def fat_tree_scenario(gpus: int, load: float, duration: str, seed: int) -> Scenario:
+    return scenario_from_data(
+        {
+            "name": f"scale_{gpus}",
+            "seed": seed,
+            "duration": duration,
+            "topology": {
+                "kind": "fat_tree",
+                "gpus": gpus,
+                "levels": 2,
+                "radix": RADIX,
+                "spines": SPINES,
+            },
+            "workloads": [
+                {
+                    "kind": "synthetic",
+                    "name": "uniform",
+                    "pattern": "uniform_random",
+                    "arrivals": "poisson",
+                    "message_bytes": "4KiB",
+                    "load": load,
+                }
+            ],
+        }
+    )
+
+
+def measure(gpus: int, load: float, duration: str, seed: int) -> dict[str, object]:
+    scenario = fat_tree_scenario(gpus, load, duration, seed)
+    wall = time.perf_counter()
+    result = simulate(scenario)
+    wall = time.perf_counter() - wall
+    messages = result.tables["messages"]
+    hop_events = int(messages.loc[messages["t_deliver_ns"].notna(), "hops"].sum())
+    phases = result.phase_wall_s
+    return {
+        "gpus": gpus,
+        "messages": len(messages),
+        "hop_events": hop_events,
+        "wall_s": wall,
+        "phase_wall_s": phases,
+        "simulate_us_per_hop_event": 1e6 * phases["simulate"] / hop_events,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, nargs="+", default=[128, 1024])
+    parser.add_argument("--load", type=float, default=0.4)
+    parser.add_argument("--duration", default="20us")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    rows = [measure(g, args.load, args.duration, args.seed) for g in args.gpus]
+    print(
+        f"two-level fat tree, radix {RADIX}, {SPINES} spines, uniform random at load "
+        f"{args.load:g} for {args.duration}"
+    )
+    header = f"{'GPUs':>5} {'messages':>9} {'hop-events':>11} {'run s':>7} {'µs/hop-event':>13}"
+    print(f"{header}  phases (s)")
+    for r in rows:
+        phases = " ".join(f"{k} {v:.1f}" for k, v in r["phase_wall_s"].items())
+        print(
+            f"{r['gpus']:>5} {r['messages']:>9,} {r['hop_events']:>11,} {r['wall_s']:>7.1f} "
+            f"{r['simulate_us_per_hop_event']:>13.3f}  {phases}"
+        )
+    ratio = rows[-1]["simulate_us_per_hop_event"] / rows[0]["simulate_us_per_hop_event"]
+    verdict = "met" if ratio <= TARGET_RATIO else "MISSED"
+    print(
+        f"per hop-event, {rows[-1]['gpus']} against {rows[0]['gpus']} GPUs: {ratio:.2f} x "
+        f"(target <= {TARGET_RATIO:g} x) [{verdict}]"
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps({"rows": rows, "ratio": ratio}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
