@@ -109,7 +109,7 @@ def time_sitssim(setup: Setup) -> tuple[float, float, np.ndarray]:
         simpy.Environment(), setup.fabric, setup.router, setup.nodes, setup.schedule
     )
     wall, cpu = _timed(transport.run)
-    taken = [setup.router.routes[r].channels for r in transport.route]
+    taken = [setup.router.routes[r].channels for r in transport.route_ids()]
     pairs = zip(transport.src, transport.dst, strict=True)
     if taken != [setup.routes[pair] for pair in pairs]:
         raise SystemExit("sitssim routed messages differently from the naive model's route table")

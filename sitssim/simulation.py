@@ -58,7 +58,7 @@ class RunResult:
 def _messages_table(
     transport: Transport, router: Router, fabric: Fabric, scenario: Scenario
 ) -> pd.DataFrame:
-    route = np.asarray(transport.route, dtype=np.int64)
+    route = np.asarray(transport.route_ids(), dtype=np.int64)
     size = np.asarray(transport.size, dtype=np.int64)
     t_inject = np.asarray(transport.t_inject, dtype=float)
     t_deliver = np.asarray(transport.t_deliver, dtype=float)

@@ -38,7 +38,9 @@ class RouteTables:
         # GPU): one shared tuple each keeps the tables at one reference per node.
         self._interned: dict[Entry, Entry] = {}
 
-    def _table(self, dst: int) -> list[Entry]:
+    def table(self, dst: int) -> list[Entry]:
+        """Every node's entry towards node number ``dst``: its next hops (node numbers, in
+        sorted order) and the running total of the shortest paths through each."""
         table = self._towards.get(dst)
         if table is None:
             table = self._towards[dst] = self._build(dst)
@@ -76,24 +78,27 @@ class RouteTables:
 
     def count(self, src: str, dst: str) -> int:
         """How many shortest paths join ``src`` to ``dst``."""
-        s, d = self.number[src], self.number[dst]
-        totals = self._table(d)[s][1]
+        return self.count_of(self.number[src], self.number[dst])
+
+    def count_of(self, s: int, d: int) -> int:
+        """How many shortest paths join node number ``s`` to node number ``d``."""
+        totals = self.table(d)[s][1]
         if totals:
             return totals[-1]
         if s == d:
             return 1
-        raise ValueError(f"no path from {src!r} to {dst!r}")
+        raise ValueError(f"no path from {self.names[s]!r} to {self.names[d]!r}")
 
     def next_hops(self, node: str, dst: str) -> tuple[str, ...]:
         """The neighbours of ``node`` one step closer to ``dst``, in sorted order."""
         names = self.names
-        return tuple(names[h] for h in self._table(self.number[dst])[self.number[node]][0])
+        return tuple(names[h] for h in self.table(self.number[dst])[self.number[node]][0])
 
     def path(self, src: str, dst: str, k: int) -> tuple[str, ...]:
         """Path ``k`` of the shortest paths from ``src`` to ``dst`` in sorted order, ``k``
         taken modulo their number: a rotation by any offset lands on one of them."""
         d = self.number[dst]
-        table = self._table(d)
+        table = self.table(d)
         node = self.number[src]
         totals = table[node][1]
         if totals:

@@ -12,22 +12,32 @@ deterministic policies exist:
   round robin, each path weighted by its bottleneck bandwidth (a plane
   reached by five links takes five shares in eighteen).
 
-Both choose among a pair's tied paths at the source, so the per-hop routing
-function that follows them (:class:`PathRouting`, ``route(node, msg, in_port)``) is
-oblivious: a message's every hop is fixed by the path drawn for it when it is
-injected, and each hop reads its next port off that path. Weighted ECMP with flow
-hashing and adaptive routing are routing functions of the switch layer, choosing per
-hop among the same next-hop tables' candidates. A pair's route is computed on its
-first message, from next-hop tables built once per destination (``route_tables``),
-and cached; route ids number routes in that order.
+Both choose among a pair's tied paths at the source: a message is given its
+path's rank ``k`` among the pair's tied paths in sorted order when it is injected
+(``Router.rank``). Routing is then per hop (:class:`TableRouting`,
+``route(node, msg, in_port)``): each node looks up its entry towards the
+destination in the next-hop tables (``route_tables``, built once per destination)
+and takes the next hop that the rank falls in, by the cumulative path counts, with
+the rank reduced to the remainder below that hop; a node with one next hop just
+takes it. That walk is exactly how the tables enumerate the k-th path, so each
+message crosses its ranked path with no per-pair state on the hot path. Weighted
+ECMP with flow hashing and adaptive routing are routing functions of the switch
+layer, choosing per hop among the same candidates.
+
+``Route`` objects (a path's nodes and channels, numbered in order of first use) are
+for the tables after a run (``Router.route_ids``) and for callers that want whole
+paths (``Router.route``); a sprayed pair's routes are created together, in sorted
+order, on its first use.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, NamedTuple
 
-from sitssim.fabric.route_tables import RouteTables
+from sitssim.fabric.route_tables import Entry, RouteTables
 from sitssim.fabric.topology import Fabric
 
 if TYPE_CHECKING:
@@ -55,24 +65,37 @@ class Route(NamedTuple):
         return ">".join(self.nodes)
 
 
-class PathSelector:
-    """Chooses a route per message for one (src, dst) pair: smooth weighted round robin."""
+class RoundRobin:
+    """Smooth weighted round robin over indices ``0..len(weights)-1``: each turn every index
+    gains its weight, the largest (the first of equals) is chosen and pays the total."""
 
-    __slots__ = ("_credit", "_total", "_weights", "routes")
+    __slots__ = ("_credit", "_total", "_weights")
 
-    def __init__(self, routes: list[Route], weights: list[float]) -> None:
-        self.routes = routes
+    def __init__(self, weights: list[float]) -> None:
         self._weights = weights
         self._total = sum(weights)
-        self._credit = [0.0] * len(routes)
+        self._credit = [0.0] * len(weights)
 
-    def next(self) -> Route:
+    def next_index(self) -> int:
         credit = self._credit
         for i, w in enumerate(self._weights):
             credit[i] += w
         best = max(range(len(credit)), key=credit.__getitem__)
         credit[best] -= self._total
-        return self.routes[best]
+        return best
+
+
+class PathSelector:
+    """Chooses a route per message for one (src, dst) pair: smooth weighted round robin."""
+
+    __slots__ = ("_turns", "routes")
+
+    def __init__(self, routes: list[Route], weights: list[float]) -> None:
+        self.routes = routes
+        self._turns = RoundRobin(weights)
+
+    def next(self) -> Route:
+        return self.routes[self._turns.next_index()]
 
 
 class PinnedSelector:
@@ -97,6 +120,7 @@ class Router:
         self.spray = fabric.kind in SPRAY_KINDS if spray is None else spray
         self.tables = RouteTables(fabric.graph)
         self._selectors: dict[tuple[str, str], PathSelector | PinnedSelector] = {}
+        self._turns: dict[tuple[int, int], RoundRobin] = {}
         self.routes: list[Route] = []
 
     def _route(self, nodes: tuple[str, ...]) -> Route:
@@ -116,13 +140,11 @@ class Router:
         tables = self.tables
         phase = tables.number[src] + tables.number[dst]
         if self.spray and tables.count(src, dst) > 1:
-            routes = [self._route(p) for p in tables.paths(src, dst)]
-            channels = self.fabric.channels
-            weights = [min(channels[c].bytes_per_ns for c in r.channels) for r in routes]
-            found = PathSelector(routes, weights)
+            paths = tables.paths(src, dst)
+            found = PathSelector([self._route(p) for p in paths], self._weights(paths))
             # Start pairs at different points of the rotation, so that every
             # pair's first message does not land on the same plane.
-            for _ in range(phase % len(routes)):
+            for _ in range(phase % len(paths)):
                 found.next()
         else:
             found = PinnedSelector(self._route(tables.path(src, dst, phase)))
@@ -133,75 +155,89 @@ class Router:
         """The next route for a message from ``src`` to ``dst``."""
         return self.selector(src, dst).next()
 
+    def _weights(self, paths: list[tuple[str, ...]]) -> list[float]:
+        """Each path's share of a sprayed pair's traffic: its bottleneck bandwidth."""
+        index = self.fabric.channel_index
+        channels = self.fabric.channels
+        return [min(channels[index[hop]].bytes_per_ns for hop in pairwise(p)) for p in paths]
 
-class PathRouting:
-    """The per-hop routing function of the router's paths (module docstring).
+    def rank(self, src: int, dst: int) -> int:
+        """The rank, among the pair's tied paths in sorted order, of the path the next
+        message from node number ``src`` to node number ``dst`` takes; the same choice as
+        ``selector(...).next()`` (module docstring), without building a route."""
+        count = self.tables.count_of(src, dst)
+        if not (self.spray and count > 1):
+            return (src + dst) % count
+        key = (src, dst)
+        turns = self._turns.get(key)
+        if turns is None:
+            names = self.tables.names
+            turns = RoundRobin(self._weights(self.tables.paths(names[src], names[dst])))
+            for _ in range((src + dst) % count):
+                turns.next_index()
+            self._turns[key] = turns
+        return turns.next_index()
 
-    At a message's source it draws the message's path from the pair's selector and
-    records it (``route``: the route id per message, the engine's column); at every later
-    hop it returns the next port of that path. ``src``/``dst`` are the engine's
-    per-message node columns; ``ports[c]`` is channel ``c``'s output port.
+    def route_ids(self, src: Sequence[int], dst: Sequence[int], rank: Sequence[int]) -> list[int]:
+        """The route id of each message (node numbers and path ranks per message), routes
+        created in message order: the ids the messages' routes got when each pair's route
+        was made on its first message."""
+        names = self.tables.names
+        ids = []
+        for s, d, k in zip(src, dst, rank, strict=True):
+            routes = self.selector(names[s], names[d]).routes
+            ids.append(routes[k].id if len(routes) > 1 else routes[0].id)
+        return ids
+
+
+class TableRouting:
+    """Per-hop routing from the next-hop tables, by each message's path rank (module
+    docstring).
+
+    ``src``/``dst`` are the engine's per-message node columns; ``rank`` is the column this
+    fills: each message's path rank, drawn from the router at its source. Nodes are
+    numbered as the tables number them (sorted names). ``connect`` gives it the ports.
     """
 
-    __slots__ = (
-        "_hop",
-        "_names",
-        "_pinned",
-        "_ports",
-        "_ports_of",
-        "dst",
-        "route_ids",
-        "router",
-        "src",
-    )
+    __slots__ = ("_left", "_out", "_towards", "dst", "rank", "router", "src")
 
-    def __init__(
-        self,
-        router: Router,
-        names: list[str],
-        ports: list[OutputPort],
-        src: list[int],
-        dst: list[int],
-        route_ids: list[int],
-    ) -> None:
+    def __init__(self, router: Router, src: list[int], dst: list[int]) -> None:
         self.router = router
-        self._names = names
-        self._ports = ports
         self.src = src
         self.dst = dst
-        self.route_ids = route_ids
-        self._pinned: dict[tuple[int, int], tuple[int, tuple[OutputPort, ...]]] = {}
-        self._ports_of: list[tuple[OutputPort, ...]] = []
-        self._hop: list[int] = []
+        self.rank: list[int] = []
+        # What is left of each message's rank below the next hops taken so far.
+        self._left: list[int] = []
+        names = router.tables.names
+        self._towards: list[list[Entry]] = [[] for _ in names]
+        self._out: list[dict[int, OutputPort]] = [{} for _ in names]
 
-    def _draw(self, src: int, dst: int) -> tuple[int, tuple[OutputPort, ...]]:
-        key = (src, dst)
-        pinned = self._pinned.get(key)
-        if pinned is not None:
-            return pinned
-        selector = self.router.selector(self._names[src], self._names[dst])
-        route = selector.next()
-        choice = (route.id, tuple(self._ports[c] for c in route.channels))
-        if len(selector.routes) == 1:
-            self._pinned[key] = choice
-        return choice
+    def connect(self, ports: Sequence[OutputPort]) -> None:
+        """``ports[c]`` is channel ``c``'s output port. Every destination's table is built
+        here, with the fabric, as a fabric manager programs its switches before traffic:
+        one breadth-first search per node, none while messages move."""
+        number = self.router.tables.number
+        for ch in self.router.fabric.channels:
+            self._out[number[ch.src]][number[ch.dst]] = ports[ch.id]
+        self._towards = [self.router.tables.table(d) for d in range(len(self._towards))]
 
     def route(self, node: Node, msg: int, in_port: OutputPort | None) -> OutputPort:
+        here = node.index
+        dst = self.dst[msg]
         if in_port is None:
-            route_id, ports = self._draw(self.src[msg], self.dst[msg])
-            self.route_ids[msg] = route_id
-            self._ports_of.append(ports)
-            self._hop.append(0)
-            return ports[0]
-        hop = self._hop[msg] + 1
-        self._hop[msg] = hop
-        return self._ports_of[msg][hop]
+            # At its source (messages are routed there in the order they are numbered).
+            k = self.router.rank(here, dst)
+            self.rank.append(k)
+            self._left.append(k)
+        hops, totals = self._towards[dst][here]
+        if len(hops) == 1:
+            return self._out[here][hops[0]]
+        k = self._left[msg]
+        i = bisect_right(totals, k)
+        if i:
+            self._left[msg] = k - totals[i - 1]
+        return self._out[here][hops[i]]
 
     def candidates(self, node: Node, msg: int) -> tuple[OutputPort, ...]:
-        names = self._names
-        index = self.router.fabric.channel_index
-        ports = self._ports
-        return tuple(
-            ports[index[(node.name, nxt)]]
-            for nxt in self.router.tables.next_hops(node.name, names[self.dst[msg]])
-        )
+        out = self._out[node.index]
+        return tuple(out[h] for h in self.router.tables.table(self.dst[msg])[node.index][0])

@@ -43,7 +43,7 @@ from sitssim.fabric.ports import (
     Scheduler,
     callbacks_of,
 )
-from sitssim.fabric.routing import PathRouting, Router
+from sitssim.fabric.routing import Router, TableRouting
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 from sitssim.link.credit_link import Cost, CreditLink
@@ -121,7 +121,6 @@ class Transport:
         self.tenant: list[int] = []
         self.kind: list[int] = []
         self.workload: list[int] = []
-        self.route: list[int] = []
         self.parent: list[int] = []
         self.t_inject: list[float] = []
         self.t_deliver: list[float] = []
@@ -130,9 +129,12 @@ class Transport:
         self._credit_of: list[Cost] = []
 
         self.ports: list[OutputPort] = []
-        self.routing = PathRouting(router, nodes, self.ports, self.src, self.dst, self.route)
+        if nodes != router.tables.names:
+            raise ValueError("nodes must be numbered as the route tables number them (sorted)")
+        self.routing = TableRouting(router, self.src, self.dst)
         self.node_objects = [self._node(i, name, switch_model) for i, name in enumerate(nodes)]
         self._build_ports(flit_links, credit_links)
+        self.routing.connect(self.ports)
         # Every credited channel is built from one credit profile, so a message costs the
         # same credits on each: worked out once, at injection.
         self._credit_model = next((c for c in credit_links or () if c is not None), None)
@@ -203,6 +205,10 @@ class Transport:
             if isinstance(port, FlitPort):
                 port.reverse = self.ports[index[(ch.dst, ch.src)]]
 
+    def route_ids(self) -> list[int]:
+        """Each message's route id (``router.routes``), from the path rank it was given."""
+        return self.router.route_ids(self.src, self.dst, self.routing.rank)
+
     # --- injection and delivery ------------------------------------------------
 
     def inject(
@@ -226,7 +232,6 @@ class Transport:
         self.tenant.append(tenant)
         self.kind.append(kind)
         self.workload.append(workload)
-        self.route.append(-1)
         self.parent.append(parent)
         self.t_inject.append(self.env._now)
         self.t_deliver.append(math.nan)

@@ -100,7 +100,7 @@ def test_each_hop_picks_one_of_its_candidates_on_the_pinned_path(
     gpus = fabric.gpus
     src, dst = gpus[0], gpus[-1]
     msg = t.inject(t.node_id[src], t.node_id[dst], 256, 0, KIND_DATA, 0)
-    path = router.routes[t.route[msg]]
+    path = router.routes[t.route_ids()[msg]]
     assert path.nodes[0] == src and path.nodes[-1] == dst
     channels = fabric.channels
     # Walk the path hop by hop, asking the routing function at each node.
