@@ -263,7 +263,11 @@ PASSABLE: tuple[bool, ...] = tuple(
 class CreditedPort(OutputPort):
     """A port whose far end advertises finite credits (the flow-control seam, module
     docstring). Credits are kept per (VC, class) slot by the channel's ``CreditLink``; a
-    message's cost ``(slot, hdr, data)`` is worked out once, at injection (``costs``)."""
+    message's cost ``(slot, hdr, data)`` is worked out once, at injection (``costs``).
+
+    Every message travels on VC 0 today, so the port keeps one queue and the ordering
+    table is applied across it; a switch model with several VCs keeps a queue per VC,
+    since ordering holds only within one."""
 
     def __init__(
         self, *args: object, credit: CreditLink, costs: list[Cost], **kwargs: object

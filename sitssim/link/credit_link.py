@@ -33,7 +33,20 @@ N_CLASSES = len(FC_CLASSES)
 FC_POSTED = FC_CLASSES.index(FcClass.P)
 
 Cost = tuple[int, int, int]
-"""What a message holds in a buffer: (class index, header credits, data credits)."""
+"""What a message holds in a buffer: (slot, header credits, data credits); its slot is
+its (VC, class) pair, ``vc * N_CLASSES + class index`` (:func:`slot`)."""
+
+
+def slot(vc: int, fc: int) -> int:
+    """The credit pool of virtual channel ``vc`` and class index ``fc``."""
+    return vc * N_CLASSES + fc
+
+
+def slot_name(s: int) -> str:
+    """A slot as messages name it: its class, and its VC past the first."""
+    vc, fc = divmod(s, N_CLASSES)
+    name = f"class {FC_CLASSES[fc].value}"
+    return name if vc == 0 else f"VC{vc} {name}"
 
 # UpdateFCs kept before a sync is forced, so a link that never runs short stays small.
 BACKLOG = 32
@@ -78,32 +91,44 @@ class CreditLink:
         "stall_need",
         "stall_start",
         "stalls",
+        "vcs",
     )
 
     def __init__(
-        self, channel: int, hdr: int, data: int, return_ns: float, max_payload: int
+        self,
+        channel: int,
+        hdr: int,
+        data: int,
+        return_ns: float,
+        max_payload: int,
+        vcs: int = 1,
     ) -> None:
-        """``hdr`` / ``data``: credits advertised per class (``INFINITE`` = not counted)."""
+        """``hdr`` / ``data``: credits advertised per (VC, class) (``INFINITE`` = not
+        counted), for ``vcs`` virtual channels; each has its own pools, as each VC has its
+        own receive buffers."""
         self.channel = channel
+        self.vcs = vcs
+        slots = vcs * N_CLASSES
         self.adv_hdr = hdr
         self.adv_data = data
-        self.avail_hdr = [hdr] * N_CLASSES
-        self.avail_data = [data] * N_CLASSES
-        self.held_hdr = [0] * N_CLASSES
-        self.held_data = [0] * N_CLASSES
+        self.avail_hdr = [hdr] * slots
+        self.avail_data = [data] * slots
+        self.held_hdr = [0] * slots
+        self.held_data = [0] * slots
         self.return_ns = return_ns
         self.max_payload = max_payload
-        self.stall_start: list[float | None] = [None] * N_CLASSES
-        self.stall_need: list[tuple[int, int]] = [(0, 0)] * N_CLASSES
+        self.stall_start: list[float | None] = [None] * slots
+        self.stall_need: list[tuple[int, int]] = [(0, 0)] * slots
         self.stalls: list[tuple[int, float, float, int, int]] = []
         # (t_back, cost): UpdateFCs on their way to the sender, a heap.
         self.returning: list[tuple[float, Cost]] = []
 
-    def cost(self, fc: int, n_bytes: int) -> Cost:
-        """The credits a message of class ``fc`` holds: one TLP of at most ``max_payload``."""
+    def cost(self, fc: int, n_bytes: int, vc: int = 0) -> Cost:
+        """The credits a message of class ``fc`` on ``vc`` holds: one TLP of at most
+        ``max_payload``."""
         held = min(n_bytes, self.max_payload)
         return (
-            fc,
+            slot(vc, fc),
             1 if self.adv_hdr else 0,
             -(-held // DATA_CREDIT_BYTES) if self.adv_data else 0,
         )
@@ -121,7 +146,7 @@ class CreditLink:
             avail_data[fc] = data
             if hdr > adv_hdr or data > adv_data:
                 raise InvariantViolation(
-                    f"channel {self.channel}: class {FC_CLASSES[fc].value} credits above the "
+                    f"channel {self.channel}: {slot_name(fc)} credits above the "
                     "advertisement after an UpdateFC"
                 )
 
@@ -153,7 +178,7 @@ class CreditLink:
     def overdrawn(self, fc: int) -> None:
         """Class ``fc``'s credits went below zero: something was sent without credit."""
         raise InvariantViolation(
-            f"channel {self.channel}: class {FC_CLASSES[fc].value} credits below zero "
+            f"channel {self.channel}: {slot_name(fc)} credits below zero "
             f"({self.avail_hdr[fc]} hdr / {self.avail_data[fc]} data): sent without credit"
         )
 
@@ -187,7 +212,7 @@ class CreditLink:
         # An infinite kind costs nothing, so its count stays at its advertisement, 0.
         if held_hdr[fc] > self.adv_hdr or held_data[fc] > self.adv_data:
             raise InvariantViolation(
-                f"channel {self.channel}: class {FC_CLASSES[fc].value} buffer holds "
+                f"channel {self.channel}: {slot_name(fc)} buffer holds "
                 f"{held_hdr[fc]} hdr / {held_data[fc]} data credits, above the "
                 f"advertised {self.adv_hdr} / {self.adv_data} (sender overran it)"
             )

@@ -15,7 +15,7 @@ import pandas as pd
 from sitssim.config.credit_profile import CreditProfile
 from sitssim.errors import InvariantViolation, Locator
 from sitssim.fabric.topology import Fabric
-from sitssim.link.credit_link import FC_CLASSES, N_CLASSES, CreditLink
+from sitssim.link.credit_link import FC_CLASSES, N_CLASSES, CreditLink, slot_name
 from sitssim.link.credits import INFINITE
 from sitssim.scenario import Scenario
 from sitssim.stages.base import Finished, Stage, StageSpec, Wiring
@@ -34,7 +34,8 @@ class CreditStage(Stage):
             (
                 link.channel,
                 self.fabric.channels[link.channel].name,
-                FC_CLASSES[fc].value,
+                pool // N_CLASSES,
+                FC_CLASSES[pool % N_CLASSES].value,
                 start,
                 end,
                 hdr,
@@ -42,9 +43,18 @@ class CreditStage(Stage):
             )
             for link in self.links
             if link is not None
-            for fc, start, end, hdr, data in link.stalls
+            for pool, start, end, hdr, data in link.stalls
         ]
-        columns = ["link_id", "link", "fc_class", "start_ns", "end_ns", "needed_hdr", "needed_data"]
+        columns = [
+            "link_id",
+            "link",
+            "vc",
+            "fc_class",
+            "start_ns",
+            "end_ns",
+            "needed_hdr",
+            "needed_data",
+        ]
         table = pd.DataFrame(rows, columns=columns)
         table.insert(0, "stall_id", range(len(table)))
         return {"credits": table}
@@ -67,12 +77,13 @@ class CreditStage(Stage):
             if link is None:
                 continue
             link.sync(math.inf)
-            for fc in range(N_CLASSES):
-                back = (link.avail_hdr[fc], link.avail_data[fc])
-                if back != (link.adv_hdr, link.adv_data) or link.held_hdr[fc] or link.held_data[fc]:
+            for pool in range(len(link.avail_hdr)):
+                back = (link.avail_hdr[pool], link.avail_data[pool])
+                held = link.held_hdr[pool] or link.held_data[pool]
+                if back != (link.adv_hdr, link.adv_data) or held:
                     raise InvariantViolation(
-                        f"{self.fabric.channels[link.channel].name}: class "
-                        f"{FC_CLASSES[fc].value} has {back[0]} hdr / {back[1]} data credits of "
+                        f"{self.fabric.channels[link.channel].name}: {slot_name(pool)} "
+                        f"has {back[0]} hdr / {back[1]} data credits of "
                         f"{link.adv_hdr} / {link.adv_data} back at idle"
                     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from sitssim.errors import InvariantViolation
-from sitssim.link.credit_link import FC_POSTED, CreditLink
+from sitssim.link.credit_link import FC_POSTED, N_CLASSES, CreditLink
 
 
 def link(hdr: int = 2, data: int = 64) -> CreditLink:
@@ -66,3 +66,21 @@ def test_a_stall_ends_when_its_class_next_gets_credit() -> None:
     credit.consume(cost, 12.0)
     assert credit.stalls == [(FC_POSTED, 5.0, 12.0, 1, 1)]
     assert credit.stall_start[FC_POSTED] is None
+
+
+def test_each_virtual_channel_keeps_its_own_pools() -> None:
+    credit = CreditLink(channel=7, hdr=1, data=64, return_ns=100.0, max_payload=256, vcs=2)
+    vc0 = credit.cost(FC_POSTED, 16)
+    vc1 = credit.cost(FC_POSTED, 16, vc=1)
+    assert vc0[0] == FC_POSTED and vc1[0] == N_CLASSES + FC_POSTED
+    assert credit.try_consume(vc0, 0.0)
+    # VC0's posted header credit is gone; VC1's is its own.
+    assert not credit.try_consume(vc0, 0.0)
+    assert credit.try_consume(vc1, 0.0)
+    assert credit.stall_start[FC_POSTED] == 0.0 and credit.stall_start[vc1[0]] is None
+    credit.pass_through(vc1, 10.0, 0.0)
+    credit.sync(110.0)
+    assert credit.avail_hdr[vc1[0]] == 1 and credit.avail_hdr[FC_POSTED] == 0
+    with pytest.raises(InvariantViolation, match="channel 7: VC1 class P credits above"):
+        credit.pass_through(vc1, 10.0, 0.0)
+        credit.sync(110.0)
