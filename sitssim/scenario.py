@@ -63,25 +63,22 @@ from sitssim.config.phy_profile import (
     TrainingPrbs,
     TrainingSymbols,
 )
+from sitssim.config.synthetic_config import ProbeWorkload, SyntheticWorkload
 from sitssim.config.transaction_config import TransactionWorkload
 from sitssim.errors import InputError, LocatedValueError, shown
 from sitssim.quantities import (
     MAX_FABRIC_LINKS,
     MAX_LANES,
     GpuCount,
-    Interval,
     Length,
     Levels,
-    Load,
     Ports,
     PositiveTime,
     Propagation,
     Rate,
     Seed,
-    Size,
     Time,
     count,
-    number,
 )
 from sitssim.yaml_bounds import load_yaml, read_scenario_bytes
 
@@ -95,9 +92,6 @@ class _Strict(BaseModel):
 
 
 # --- links -------------------------------------------------------------------
-
-ENCODINGS = ("flit256", "128b130b", "8b10b", "none")
-
 
 class LinkProfile(_Strict):
     """One direction's signalling: rate per lane, lanes, line encoding, flight time."""
@@ -265,87 +259,7 @@ class Tenant(_Strict):
 
 
 # --- workloads ---------------------------------------------------------------
-
-PATTERNS = (
-    "pair",
-    "uniform_random",
-    "permutation",
-    "hotspot",
-    "tornado",
-    "bit_complement",
-    "transpose",
-    "shuffle",
-)
-
-
-class SyntheticWorkload(_Strict):
-    """Open-loop synthetic traffic from every source GPU (or the listed ones)."""
-
-    kind: Literal["synthetic"]
-    name: str | None = None
-    pattern: Literal[
-        "pair",
-        "uniform_random",
-        "permutation",
-        "hotspot",
-        "tornado",
-        "bit_complement",
-        "transpose",
-        "shuffle",
-    ]
-    src: NodeName | None = None
-    dst: NodeName | None = None
-    sources: list[NodeName] | None = None
-    arrivals: Literal["poisson", "periodic"] = "poisson"
-    message_bytes: Size
-    load: Load | None = None
-    interval: Interval | None = None
-    start: Time = 0.0
-    stop: PositiveTime | None = None
-    tenant: NodeName | None = None
-    hotspot: NodeName | None = None
-    hotspot_fraction: number(0.0, 1.0, open_low=True) = 0.5
-
-    @model_validator(mode="after")
-    def _consistent(self) -> SyntheticWorkload:
-        if (self.load is None) == (self.interval is None):
-            raise ValueError("give exactly one of 'load' or 'interval'")
-        if self.pattern == "pair" and (self.src is None or self.dst is None):
-            raise LocatedValueError(("pattern",), "pattern 'pair' needs 'src' and 'dst'")
-        if self.pattern != "pair" and (self.src is not None or self.dst is not None):
-            raise LocatedValueError(
-                ("src",) if self.src is not None else ("dst",),
-                "'src' and 'dst' belong to pattern 'pair'; use 'sources' instead",
-            )
-        if self.pattern == "pair" and self.src == self.dst:
-            raise LocatedValueError(("dst",), "'src' and 'dst' must differ")
-        if self.stop is not None and self.stop <= self.start:
-            raise LocatedValueError(("stop",), "'stop' must come after 'start'")
-        if self.pattern == "pair" and self.sources is not None:
-            raise LocatedValueError(
-                ("sources",), "'sources' does not apply to pattern 'pair'; 'src' is the source"
-            )
-        if self.pattern != "hotspot":
-            for key in ("hotspot", "hotspot_fraction"):
-                if key in self.model_fields_set:
-                    raise LocatedValueError((key,), f"'{key}' belongs to pattern 'hotspot'")
-        return self
-
-
-class ProbeWorkload(_Strict):
-    """Non-posted request / completion pairs that measure round trips under load."""
-
-    kind: Literal["probes"]
-    name: str | None = None
-    requester: NodeName | None = None
-    targets: list[NodeName] | None = None
-    interval: Interval = 1000.0
-    request_bytes: Size = 32
-    completion_bytes: Size = 96
-    turnaround: Time = 0.0
-    start: Time = 0.0
-    tenant: NodeName | None = None
-
+# Each kind's model is a config leaf (``sitssim.config.*_config``).
 
 Workload = Annotated[
     Union[  # noqa: UP007

@@ -1,4 +1,4 @@
-"""The shipped A100 comparison notebook (issue 5) is what its generator builds."""
+"""The shipped A100 comparison notebook is what its generator builds."""
 
 from __future__ import annotations
 

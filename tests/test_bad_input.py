@@ -1,4 +1,4 @@
-"""Bad input (issue 2): one message naming file, line and field; exit 2; no traceback; no output.
+"""Bad input: one message naming file, line and field; exit 2; no traceback; no output.
 
 Every snippet marks the line the message must name with a trailing ``# <-``, so
 the expected line is read from the snippet rather than counted by hand. Each

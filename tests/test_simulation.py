@@ -1,4 +1,4 @@
-"""One run end to end through the Python API (issue 2, items 10-11): determinism and seeds."""
+"""One run end to end through the Python API: determinism and seeds."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from sitssim.quantities import MAX_ITEMS, Time, count, number
 SPEC_MAX_UNACKNOWLEDGED_FLITS: Final = 511
 SPEC_MIN_REPLAY_TIMEOUT_FLITS: Final = 1500
 SPEC_REPLAY_NUM_BITS: Final = 3
-"""REPLAY_NUM width of the SITS2026 link layer (issue 4: a 3-bit counter, so the 8th
+"""REPLAY_NUM width of the SITS2026 link layer (a 3-bit counter, so the 8th
 consecutive replay attempt asks for Recovery). Non-flit PCIe uses a 2-bit counter (11b -> 00b,
 Recovery on the 4th attempt); the profile's ``replay_num_bits`` makes either a device
 parameter."""

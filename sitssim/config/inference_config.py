@@ -375,4 +375,3 @@ class PacingIgnoresHintFault(_Strict):
     workload: str | None = None
 
 
-TOKEN_FAULTS = (RenumberTokensFault, PacingIgnoresHintFault)

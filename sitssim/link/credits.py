@@ -1,4 +1,4 @@
-"""Sans-I/O flow-control credits: sender gate and receiver buffer (L2, issue 4 item 3).
+"""Sans-I/O flow-control credits: sender gate and receiver buffer (L2).
 
 Theory of operation
 -------------------
@@ -26,7 +26,7 @@ changed or not, which is what repairs a lost UpdateFC. The core does not keep a 
 call passes ``now_ns`` and :attr:`CreditReceiver.next_update_due_ns` tells the driver when to
 call :meth:`CreditReceiver.poll`.
 
-Conservation (issue 4 invariant), per class and finite kind::
+Conservation (a link-layer invariant; SPEC.md gives it no clause ID), per class and finite kind::
 
     available + in_flight + buffered = advertised
 
@@ -35,7 +35,7 @@ wire plus credits the receiver has returned that the sender has not yet applied 
 UpdateFCs in flight or lost), and ``buffered`` = credits held at the receiver: TLPs in its
 buffer plus freed credits not yet advertised. :func:`check_conservation` checks it from both
 cores and the driver's count of credits on the wire; each core checks on its own that its
-terms are never negative and never above the advertisement (issue 4 item 9) and raises
+terms are never negative and never above the advertisement and raises
 :class:`CreditInvariantError` otherwise.
 """
 
@@ -137,7 +137,7 @@ class CreditViolation(RuntimeError):
 
 
 class CreditInvariantError(RuntimeError):
-    """A credit counter went negative or above the advertisement (issue 4 item 9)."""
+    """A credit counter went negative or above the advertisement."""
 
 
 _KEYS: Final = tuple((c, k) for c in FcClass for k in CreditKind)
@@ -157,7 +157,7 @@ def _validated(advertisement: Mapping[FcClass, ClassCredits]) -> dict[FcClass, C
 
 def _fail(detail: str) -> None:
     raise CreditInvariantError(
-        f"issue 4 invariant 'credits never negative or above the advertisement' violated: {detail}"
+        f"credit invariant 'never negative or above the advertisement' violated: {detail}"
     )
 
 

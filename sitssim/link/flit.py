@@ -1,4 +1,4 @@
-"""Flit layout, post-FEC flit error rates and failed-flit draws (L2, issue 4 item 1).
+"""Flit layout, post-FEC flit error rates and failed-flit draws (L2).
 
 Theory of operation
 -------------------

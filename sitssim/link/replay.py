@@ -1,4 +1,4 @@
-"""Sans-I/O Ack/Nak flit replay: transmitter and receiver cores (L2, issue 4 item 2).
+"""Sans-I/O Ack/Nak flit replay: transmitter and receiver cores (L2).
 
 Theory of operation
 -------------------
@@ -43,9 +43,10 @@ coalesced: one per ``ack_every_flits`` delivered flits, and a pending Ack is due
 Both cores are driven by explicit transition tables (:data:`TX_TRANSITIONS`,
 :data:`RX_TRANSITIONS`): a handler classifies the input into an event, the table gives the
 next state (and, for the receiver, the step to take), and a pair missing from the table is a
-protocol error. The issue-4 online invariants (issue 4 item 9: sequence numbers within the
-window, no flit delivered twice, in-order delivery) are checked as the cores run and raise
-:class:`ReplayInvariantError`, whose message names the invariant, for the driver to surface.
+protocol error. The replay invariants (sequence numbers within the window, no flit
+delivered twice, in-order delivery; SPEC.md gives them no clause ID) are checked as the
+cores run and raise :class:`ReplayInvariantError`, whose message names the invariant, for
+the driver to surface.
 """
 
 from __future__ import annotations
@@ -110,12 +111,12 @@ def seq_distance(a: int, b: int) -> int:
 
 
 class ReplayInvariantError(RuntimeError):
-    """A replay-core invariant was violated (issue 4 item 9): the run must stop."""
+    """A replay-core invariant was violated: the run must stop."""
 
 
 def _check(condition: bool, invariant: str, detail: str) -> None:
     if not condition:
-        raise ReplayInvariantError(f"issue 4 invariant '{invariant}' violated: {detail}")
+        raise ReplayInvariantError(f"replay invariant '{invariant}' violated: {detail}")
 
 
 class _FastEnum(Enum):

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from sitssim.config.synthetic_config import ProbeWorkload, SyntheticWorkload
 from sitssim.errors import Locator
 from sitssim.fabric.messages import KIND_DATA, KIND_PROBE_REQUEST
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 from sitssim.rng import component_rng
-from sitssim.scenario import ProbeWorkload, SyntheticWorkload
 from sitssim.workloads.section import WorkloadSection
 
 ScheduleSection = WorkloadSection[SyntheticWorkload | ProbeWorkload]

@@ -1,4 +1,4 @@
-"""Clock synchronisation and fences (issue 4 item 5), and bad input in the clock sections.
+"""Clock synchronisation and fences, and bad input in the clock sections.
 
 Expected values come from the built fabric (arbitration latencies, routes) and from the
 run's own tables (clock parameters, message latencies), never from constants.

@@ -1,4 +1,4 @@
-"""Device clocks (issue 4 item 5): frequency offset, drift, power-up offset, steps, stamps."""
+"""Device clocks: frequency offset, drift, power-up offset, steps, stamps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The built-in oracles (issue 2, item 7): bounds that no correct run can beat.
+"""The built-in oracles: bounds that no correct run can beat.
 
 No message is faster than its zero-load latency; delivered throughput never
 exceeds the throughput bound; the channel-load LP returns the offered load

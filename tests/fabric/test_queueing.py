@@ -1,4 +1,4 @@
-"""Queueing at an output port is exact (issue 2 acceptance).
+"""Queueing at an output port is exact.
 
 On a single link every message's waiting time (latency minus its zero-load
 latency) must equal Lindley's recursion W[n+1] = max(0, W[n] + S[n] - A[n+1])

@@ -1,4 +1,4 @@
-"""Topology builders (issue 2, item 3): fat tree, direct RC, NVSwitch, explicit graphs."""
+"""Topology builders: fat tree, direct RC, NVSwitch, explicit graphs."""
 
 from __future__ import annotations
 

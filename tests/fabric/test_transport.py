@@ -1,4 +1,4 @@
-"""The L3 transport (issue 2, item 4): FIFO ports, probes, conservation, link accounting."""
+"""The L3 transport: FIFO ports, probes, conservation, link accounting."""
 
 from __future__ import annotations
 

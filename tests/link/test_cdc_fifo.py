@@ -1,4 +1,4 @@
-"""The CDC FIFO, its synchronisers and handshake (issue 4 item 4), and their clauses.
+"""The CDC FIFO, its synchronisers and handshake, and their clauses.
 
 Mechanism tests check the cycle model against the closed-form synchroniser timing (two
 independent routes to the same crossing), the loop's parts against each other, and the

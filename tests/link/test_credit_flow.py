@@ -95,7 +95,7 @@ def test_a_buffer_smaller_than_one_tlp_is_bad_input() -> None:
 
 
 def test_a_transport_that_ignores_credits_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Mutation witness (issue 4 online invariant): a port that believes every message fits
+    """Mutation witness: a port that believes every message fits
     sends without credit, and the run stops at the first such grant."""
     from sitssim.errors import InvariantViolation
     from sitssim.link.credit_link import CreditLink

@@ -1,6 +1,6 @@
 """The run's credit accounting (``CreditLink``): its online invariants and its stall records.
 
-Issue 4 invariants, checked while the run goes: credits never above the advertisement, no
+Link-layer invariants, checked while the run goes: credits never above the advertisement, no
 buffer holds more than it advertised, nothing leaves a buffer before it was committed.
 Each has a faulty caller here (the transport's mutation that ignores credits is in
 test_credit_flow.py).

@@ -1,4 +1,4 @@
-"""TS1/TS2 ordered sets (issue 4 item 5): the receiver's stamp checker, the cadence, the stamps."""
+"""TS1/TS2 ordered sets: the receiver's stamp checker, the cadence, the stamps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hypothesis checks of the clock clauses and the synchronisation they rest on (issue 4)."""
+"""Hypothesis checks of the clock clauses and the synchronisation they rest on."""
 
 from __future__ import annotations
 

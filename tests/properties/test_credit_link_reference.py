@@ -1,6 +1,6 @@
 """The run's hot-path credit accounting agrees with the sans-I/O credit cores.
 
-Issue 4 invariants (credits never negative or above the advertisement; a sender never
+Link-layer invariants (credits never negative or above the advertisement; a sender never
 sends without credit): ``CreditLink`` is the arithmetic of ``CreditSender`` and
 ``CreditReceiver`` specialised to lossless, immediate UpdateFCs. Any interleaving of
 send attempts, arrivals, buffer releases and credit returns must leave both with the same

@@ -1,4 +1,4 @@
-"""Properties of the engine model and the adaptive FP8 policy (issue 5, `engine.fp8_overflow`)."""
+"""Properties of the engine model and the adaptive FP8 policy (`engine.fp8_overflow`)."""
 
 import dataclasses
 
@@ -68,7 +68,7 @@ gpus = st.builds(
 def test_all_reduces_per_token_follow_skipped_layers(
     model, tp, seed, a, b, head_threshold, layer_threshold, batch
 ):
-    """Issue 5 property: all-reduces per decode token = 2 · layers · (1 − skipped fraction),
+    """Property: all-reduces per decode token = 2 · layers · (1 − skipped fraction),
     each of T·hidden·2 bytes, with the skipped fraction measured from the head scores."""
     assume(model.n_heads % tp == 0 and model.ffn_hidden % tp == 0)
     n_positions = 24
@@ -100,7 +100,7 @@ def test_all_reduces_per_token_follow_skipped_layers(
 def test_memory_bound_decode_time_halves_with_double_bandwidth(
     model, gpu, context, weight_format, kv_format
 ):
-    """Issue 5 property: in the memory-bound regime, doubling HBM bandwidth halves the
+    """Property: in the memory-bound regime, doubling HBM bandwidth halves the
     batch-1 decode compute time."""
     config = EngineConfig(model, gpu, weight_format=weight_format, kv_format=kv_format)
     faster = dataclasses.replace(

@@ -1,6 +1,6 @@
 """Reusing the shape of a burst with one or two failures gives what playing it in full gives.
 
-Issue 4 (flit mode with Ack/Nak replay; no SPEC.md clause ID): ``FlitLink.session`` plays a
+Flit mode with Ack/Nak replay (no SPEC.md clause ID): ``FlitLink.session`` plays a
 burst with up to ``REUSED_FAILURES`` failing transmissions once per shape (burst length,
 countdowns between failures, timing, profile) and reuses it. Against a link that plays
 every such burst through the replay cores, the same draws must give the same extra busy

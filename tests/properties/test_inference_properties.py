@@ -1,4 +1,4 @@
-"""Properties of the token pipeline in whole runs (issue 5), per clause.
+"""Properties of the token pipeline in whole runs, per clause.
 
 ``token.passthrough``: across any pipeline depth, batch and fabric delays, the
 frames each forwarding stage sends are the frames it received, in order per

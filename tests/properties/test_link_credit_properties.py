@@ -1,6 +1,6 @@
 """Stateful property test of the flow-control credit cores.
 
-Checks issue 4 invariants (item 3 and item 9; no SPEC.md clause ID): per class and finite
+Checks the link-layer invariants (no SPEC.md clause ID): per class and finite
 kind, available + in flight + buffered = advertised under any interleaving of send,
 arrival at the far end, consumption at the far end, UpdateFC (delivered, lost or late) and
 time; no term is ever negative or above the advertisement; a sender never sends without

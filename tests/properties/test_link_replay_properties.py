@@ -1,6 +1,6 @@
 """Stateful property test of the Ack/Nak replay cores over a lossy FIFO link.
 
-Checks issue 4 invariants (item 9 and the replay property; the replay mechanism has no
+Checks the link-layer invariants (and the replay property; the replay mechanism has no
 SPEC.md clause ID): the delivered stream equals the sent stream, in order, without loss or
 duplicates, whatever the link drops, corrupts or duplicates and however late the replay
 timer is served; sequence numbers stay within the window; REPLAY_NUM rolls over, sending the

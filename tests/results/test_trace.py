@@ -1,4 +1,4 @@
-"""Perfetto trace and inference figures (issue 5), written by ``write_results``."""
+"""Perfetto trace and inference figures, written by ``write_results``."""
 
 from __future__ import annotations
 

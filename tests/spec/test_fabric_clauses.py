@@ -1,4 +1,4 @@
-"""The L3 clauses (issue 2, item 8): fabric.hop_limit, fabric.topology_limits, fabric.tso_window.
+"""The L3 clauses: fabric.hop_limit, fabric.topology_limits, fabric.tso_window.
 
 Each clause is shown passing and genuinely failing. The TSO window failure is
 emergent: the violation scenario holds at light load and breaks only because

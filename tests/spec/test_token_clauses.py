@@ -1,4 +1,4 @@
-"""Judges of the L5 token clauses (issue 5): hand-built tables, then the shipped witnesses.
+"""Judges of the L5 token clauses: hand-built tables, then the shipped witnesses.
 
 The unit tests feed each judge tables with one defect planted (a mutated wire
 byte, a renumbered frame, a frame paced too soon, an off-by-one layout, an

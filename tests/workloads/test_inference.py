@@ -1,4 +1,4 @@
-"""The inference driver (issue 5): requests through an engine whose collectives cross the fabric.
+"""The inference driver: requests through an engine whose collectives cross the fabric.
 
 Every figure checked here is read from the run's tables (collectives as they
 completed in the fabric, messages as the transport delivered them, frames as

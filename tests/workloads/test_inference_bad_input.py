@@ -1,4 +1,4 @@
-"""Bad input in ``kind: inference`` workloads and token faults (issue 5): exit 2, file, line, field.
+"""Bad input in ``kind: inference`` workloads and token faults: exit 2, file, line, field.
 
 Each snippet marks the line the message must name with a trailing ``# <-``.
 Cases go through ``sitssim run --out DIR``: nothing may be written. The cases

@@ -1,4 +1,4 @@
-"""Synthetic traffic (issue 2, item 5): destination patterns, rates, arrivals, random streams."""
+"""Synthetic traffic: destination patterns, rates, arrivals, random streams."""
 
 from __future__ import annotations
 

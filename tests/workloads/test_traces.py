@@ -1,4 +1,4 @@
-"""Request traces (issue 5): CSV layouts, replay options, and the synthetic generator."""
+"""Request traces: CSV layouts, replay options, and the synthetic generator."""
 
 from __future__ import annotations
 
