@@ -321,18 +321,23 @@ class CreditedPort(OutputPort):
     def pass_through(self, msg: int, t_leave: float, now: float) -> None:
         """``msg`` arrived in the far buffer at ``now``, committed at once, to leave at
         ``t_leave``: its UpdateFC comes back, and may wake this port."""
-        self._credit_back(self.credit.pass_through(self.costs[msg], t_leave, now))
+        t_back = self.credit.pass_through(self.costs[msg], t_leave, now)
+        # Only a port with messages waiting has anything to wake (most have none).
+        if self.queue:
+            self._credit_back(t_back)
 
     def _release_held(self, msg: int, t_leave: float, now: float) -> None:
         """``msg``, which waited in the far buffer, is committed at ``now`` to leave it at
         ``t_leave``."""
-        self._credit_back(self.credit.release(self.costs[msg], t_leave, now))
+        t_back = self.credit.release(self.costs[msg], t_leave, now)
+        if self.queue:
+            self._credit_back(t_back)
 
     def _credit_back(self, t_back: float) -> None:
         """An UpdateFC reaches this port at ``t_back``: a port held up for credit waits for
         it (and for the port to be free), so its wake-up comes sooner, unless it is already
         when the port is free."""
-        if self.queue and t_back < self.wake_at > self.free_at:
+        if t_back < self.wake_at > self.free_at:
             self._wake(t_back)
 
     def _try_start(self) -> None:
