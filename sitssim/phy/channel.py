@@ -307,7 +307,34 @@ def fir_columns(symbols: npt.ArrayLike, taps: npt.ArrayLike, n_pre: int) -> Floa
     xp = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(n_post, n_pre)])
     # Window n holds x[n - n_post .. n + n_pre], oldest first: taps run newest first.
     windows = sliding_window_view(xp, n_taps, axis=-1)
-    return np.matmul(windows, h[..., ::-1, :])
+    newest_first = h[..., ::-1, :]
+    lead = np.broadcast_shapes(windows.shape[:-2], h.shape[:-2])
+    if not lead:
+        return np.matmul(windows, newest_first)
+    # matmul copies the overlapping windows into a contiguous buffer first: a whole
+    # batch's is gigabytes, so the rows go through in groups whose buffer stays in cache.
+    # Each output element is the same dot product either way, so the sums are the same.
+    out = np.empty((*lead, windows.shape[-2], h.shape[-1]))
+    per_row = math.prod(lead[1:]) * windows.shape[-2] * n_taps
+    rows = max(1, _FIR_BUFFER_ELEMENTS // per_row)
+    for lo in range(0, lead[0], rows):
+        np.matmul(
+            _leading_rows(windows, lo, rows, len(lead)),
+            _leading_rows(newest_first, lo, rows, len(lead)),
+            out=out[lo : lo + rows],
+        )
+    return out
+
+
+# Elements of the window buffer per matmul call in ``fir_columns`` (8 MB of float64).
+_FIR_BUFFER_ELEMENTS = 1 << 20
+
+
+def _leading_rows(a: FloatArray, lo: int, rows: int, n_lead: int) -> FloatArray:
+    """Rows ``lo:lo + rows`` of the first leading axis, unless ``a`` broadcasts along it."""
+    if a.ndim - 2 < n_lead or a.shape[0] == 1:
+        return a
+    return a[lo : lo + rows]
 
 
 def transmit(

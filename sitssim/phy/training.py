@@ -57,6 +57,7 @@ from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
 
 from sitssim.config.phy_profile import SPEC_TRAINING_PRBS, PhyProfile
 from sitssim.config.presets import PRESET_NAMES
@@ -151,16 +152,20 @@ class PrbsTrainingSource:
         if batch != self.offsets.size:
             raise ValueError(f"this source feeds {self.offsets.size} transmitters, not {batch}")
         bits = 2 * n
-        self._extend_to(self._pos + int(self.offsets.max()) + bits)
-        idx = (self._pos - self._buf0) + self.offsets[:, None] + np.arange(bits)
-        rows = self._buf[idx]
+        first, last = int(self.offsets.min()), int(self.offsets.max())
+        self._extend_to(self._pos + last + bits)
+        # Every row starts an even number of bits after the earliest, so one Gray mapping
+        # of the stream from there serves all rows, each `n` symbols from its own start.
+        base = self._pos + first - self._buf0
+        levels = PAM4_LEVELS[gray_encode(self._buf[base : base + last - first + bits])]
+        starts = (self.offsets - first) // 2
         self._pos += bits
         # Keep what later calls read, and at least the register state to continue from.
         drop = min(self._pos + int(self.offsets.min()) - self._buf0, self._buf.size - self.order)
         if drop > 0:
             self._buf = self._buf[drop:]
             self._buf0 += drop
-        return PAM4_LEVELS[gray_encode(rows.reshape(-1))].reshape(batch, n)
+        return sliding_window_view(levels, n)[starts]
 
 
 @dataclass(frozen=True)

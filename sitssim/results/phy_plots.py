@@ -138,20 +138,33 @@ _RETRAIN_COLOURS = {
 def retrain_episodes(states: pd.DataFrame) -> pd.DataFrame:
     """Each stay out of L0 after a link's first L0: ``link``, ``cause`` (of the first state
     entered), ``t_start_ns``, ``t_end_ns`` (back in L0; inf if the run ended first)."""
-    rows = []
-    for link, mine in states.sort_values("t_enter_ns", kind="stable").groupby("link", sort=True):
-        trained = False
-        start = None
-        for r in mine.itertuples():
-            if r.state == State.L0.value:
-                if start is not None:
-                    rows.append((link, start[1], start[0], r.t_enter_ns))
-                    start = None
-                trained = True
-            elif trained and start is None:
-                start = (r.t_enter_ns, r.cause)
-        if start is not None:
-            rows.append((link, start[1], start[0], math.inf))
+    rows: list[tuple[str, str, float, float]] = []
+    # Links in name order, each link's rows by entry time (ties in table order), in one
+    # pass over plain columns: per-link frames cost seconds at a thousand links.
+    ordered = states.sort_values("t_enter_ns", kind="stable").sort_values("link", kind="stable")
+    link_before = None
+    trained = False
+    start: tuple[float, str] | None = None
+    for link, state, t_enter, cause in zip(
+        ordered["link"].tolist(),
+        ordered["state"].tolist(),
+        ordered["t_enter_ns"].tolist(),
+        ordered["cause"].tolist(),
+        strict=True,
+    ):
+        if link != link_before:
+            if start is not None:
+                rows.append((link_before, start[1], start[0], math.inf))
+            link_before, trained, start = link, False, None
+        if state == State.L0.value:
+            if start is not None:
+                rows.append((link, start[1], start[0], t_enter))
+                start = None
+            trained = True
+        elif trained and start is None:
+            start = (t_enter, cause)
+    if start is not None:
+        rows.append((link_before, start[1], start[0], math.inf))
     return pd.DataFrame(rows, columns=["link", "cause", "t_start_ns", "t_end_ns"])
 
 

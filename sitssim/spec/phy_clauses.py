@@ -9,6 +9,7 @@ it did.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -111,13 +112,33 @@ def _l0_entries(states: pd.DataFrame) -> pd.DataFrame:
     """Each L0 entry with the start of the interval it closes (the previous L0 exit)."""
     ordered = states.sort_values(["link", "state_id"])
     rows = []
-    for link, group in ordered.groupby("link", sort=True):
-        since = -math.inf
-        for r in group.itertuples():
-            if r.state == State.L0.value:
-                rows.append((r.state_id, link, since, r.t_enter_ns))
-                since = r.t_exit_ns if math.isfinite(r.t_exit_ns) else math.inf
+    # One pass over plain columns, a link's rows after one another: per-link frames cost
+    # seconds at a thousand links.
+    link_before, since = None, -math.inf
+    for state_id, link, state, t_enter, t_exit in zip(
+        ordered["state_id"].tolist(),
+        ordered["link"].tolist(),
+        ordered["state"].tolist(),
+        ordered["t_enter_ns"].tolist(),
+        ordered["t_exit_ns"].tolist(),
+        strict=True,
+    ):
+        if link != link_before:
+            link_before, since = link, -math.inf
+        if state == State.L0.value:
+            rows.append((state_id, link, since, t_enter))
+            since = t_exit if math.isfinite(t_exit) else math.inf
     return pd.DataFrame(rows, columns=["state_id", "link", "since_ns", "t_ns"])
+
+
+class _EqRow(NamedTuple):
+    eq_id: int
+    link: str
+    round: int
+    phase: int
+    t_start_ns: float
+    t_end_ns: float
+    ber: float
 
 
 def eq_level3(clause: Clause, ctx: RunContext) -> Verdict:
@@ -128,30 +149,47 @@ def eq_level3(clause: Clause, ctx: RunContext) -> Verdict:
     entries = _l0_entries(states)
     if entries.empty:
         return clause.not_applicable("no link entered L0")
-    by_link = {link: group for link, group in eq.groupby("link")}
+    # Each link's EQ rows in table order, as plain tuples: a frame filter per L0 entry
+    # costs seconds at a thousand links.
+    by_link: dict[str, list[_EqRow]] = {}
+    for row in zip(
+        eq["eq_id"].tolist(),
+        eq["link"].tolist(),
+        eq["round"].tolist(),
+        eq["phase"].tolist(),
+        eq["t_start_ns"].tolist(),
+        eq["t_end_ns"].tolist(),
+        eq["ber"].tolist(),
+        strict=True,
+    ):
+        by_link.setdefault(row[1], []).append(_EqRow(*row))
     problems, bad_states, bad_eq = [], [], []
-    for entry in entries.itertuples():
-        rows = by_link.get(entry.link, eq.iloc[:0])
-        rows = rows[(rows["t_start_ns"] >= entry.since_ns) & (rows["t_end_ns"] <= entry.t_ns)]
-        if rows.empty:
-            problems.append(f"{entry.link} entered L0 at {entry.t_ns / 1e3:.2f} µs without EQ")
-            bad_states.append(entry.state_id)
+    for state_id, link, since_ns, t_ns in zip(
+        entries["state_id"].tolist(),
+        entries["link"].tolist(),
+        entries["since_ns"].tolist(),
+        entries["t_ns"].tolist(),
+        strict=True,
+    ):
+        rows = [r for r in by_link.get(link, ()) if r.t_start_ns >= since_ns and r.t_end_ns <= t_ns]
+        if not rows:
+            problems.append(f"{link} entered L0 at {t_ns / 1e3:.2f} µs without EQ")
+            bad_states.append(state_id)
             continue
-        last = rows[rows["round"] == rows["round"].max()]
-        ran = set(last["phase"])
+        latest = max(r.round for r in rows)
+        last = [r for r in rows if r.round == latest]
+        ran = {r.phase for r in last}
         missing = [p for p in range(phases) if p not in ran]
-        above = last[(last["phase"] > 0) & ~(last["ber"] < ber_target)]
-        if missing or len(above):
+        above = [r for r in last if r.phase > 0 and not r.ber < ber_target]
+        if missing or above:
             what = []
             if missing:
                 what.append("phase " + ", ".join(map(str, missing)) + " not run")
-            for r in above.itertuples():
+            for r in above:
                 what.append(f"phase {r.phase} ended at BER {r.ber:.2g}")
-            problems.append(
-                f"{entry.link} entered L0 at {entry.t_ns / 1e3:.2f} µs: " + "; ".join(what)
-            )
-            bad_states.append(entry.state_id)
-            bad_eq.extend(last["eq_id"])
+            problems.append(f"{link} entered L0 at {t_ns / 1e3:.2f} µs: " + "; ".join(what))
+            bad_states.append(state_id)
+            bad_eq.extend(r.eq_id for r in last)
     worst = float(eq.loc[eq["phase"] > 0, "ber"].max()) if (eq["phase"] > 0).any() else None
     return clause.verdict_on(
         "count",
@@ -219,40 +257,53 @@ def _monitor_view(states: pd.DataFrame) -> pd.DataFrame:
     """``link_states`` as the BER monitor saw them: each Recovery episode the link layer
     asked for is dropped, and the L0 rows around it are joined (the first keeps its id)."""
     kept: list[dict] = []
-    for _, group in states.sort_values(["link", "state_id"]).groupby("link", sort=True):
-        l0: dict | None = None
-        skipping = False
-        for r in group.to_dict("records"):
-            if r["state"] == State.RECOVERY_RCVRLOCK.value and r["cause"] == LINK_LAYER_RECOVERY:
-                skipping = True
-                continue
+    # One pass over the records, a link's rows after one another (per-link frames cost
+    # seconds at a thousand links).
+    l0: dict | None = None
+    skipping = False
+    link_before = None
+    for r in states.sort_values(["link", "state_id"]).to_dict("records"):
+        if r["link"] != link_before:
             if skipping:
-                if r["state"] == State.L0.value:
-                    l0["t_exit_ns"] = r["t_exit_ns"]
-                    skipping = False
-                    continue
-                if r["cause"] != "ber_retrain":
-                    continue
-                # The episode ran into a retraining the monitor asked for.
-                l0["t_exit_ns"] = r["t_enter_ns"]
-                skipping = False
-            r = dict(r)
-            kept.append(r)
-            l0 = r if r["state"] == State.L0.value else None
+                l0["t_exit_ns"] = math.nan
+            link_before, l0, skipping = r["link"], None, False
+        if r["state"] == State.RECOVERY_RCVRLOCK.value and r["cause"] == LINK_LAYER_RECOVERY:
+            skipping = True
+            continue
         if skipping:
-            l0["t_exit_ns"] = math.nan
+            if r["state"] == State.L0.value:
+                l0["t_exit_ns"] = r["t_exit_ns"]
+                skipping = False
+                continue
+            if r["cause"] != "ber_retrain":
+                continue
+            # The episode ran into a retraining the monitor asked for.
+            l0["t_exit_ns"] = r["t_enter_ns"]
+            skipping = False
+        kept.append(r)
+        l0 = r if r["state"] == State.L0.value else None
+    if skipping:
+        l0["t_exit_ns"] = math.nan
     return pd.DataFrame(kept, columns=states.columns)
 
 
 def _retrain_requests(states: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:
     """Per link, (state_id, time) of every Recovery.RcvrLock entered straight from L0."""
     out: dict[str, list[tuple[int, float]]] = {}
-    for link, group in states.sort_values(["link", "state_id"]).groupby("link", sort=True):
-        previous = None
-        for r in group.itertuples():
-            if r.state == State.RECOVERY_RCVRLOCK.value and previous == State.L0.value:
-                out.setdefault(link, []).append((r.state_id, r.t_enter_ns))
-            previous = r.state
+    ordered = states.sort_values(["link", "state_id"])
+    link_before, previous = None, None
+    for state_id, link, state, t_enter in zip(
+        ordered["state_id"].tolist(),
+        ordered["link"].tolist(),
+        ordered["state"].tolist(),
+        ordered["t_enter_ns"].tolist(),
+        strict=True,
+    ):
+        if link != link_before:
+            link_before, previous = link, None
+        if state == State.RECOVERY_RCVRLOCK.value and previous == State.L0.value:
+            out.setdefault(link, []).append((state_id, t_enter))
+        previous = state
     return out
 
 
@@ -270,16 +321,18 @@ def retrain_trigger(clause: Clause, ctx: RunContext) -> Verdict:
     entries = _l0_entries(states)
     exits = states.set_index("state_id")["t_exit_ns"]
     by_link = {link: group for link, group in windows.groupby("link")}
+    no_windows = windows.iloc[:0]
     problems, bad_windows, bad_states = [], [], []
     for entry in entries.itertuples():
         l0_exit = float(exits[entry.state_id])
         span_end = l0_exit if math.isfinite(l0_exit) else math.inf
-        mine = by_link.get(entry.link, windows.iloc[:0])
-        mine = mine[
-            (mine["t_start_ns"] >= entry.t_ns - TIME_TOLERANCE_NS)
-            & (mine["t_ns"] <= span_end + TIME_TOLERANCE_NS)
-        ]
-        due = _first_due(mine, threshold, windows_needed)
+        mine = by_link.get(entry.link, no_windows)
+        if len(mine):
+            mine = mine[
+                (mine["t_start_ns"] >= entry.t_ns - TIME_TOLERANCE_NS)
+                & (mine["t_ns"] <= span_end + TIME_TOLERANCE_NS)
+            ]
+        due = _first_due(mine, threshold, windows_needed) if len(mine) else None
         request = next(
             (
                 (sid, t)

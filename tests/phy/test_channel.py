@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+import sitssim.phy.channel as channel
 from sitssim.phy.channel import (
     PAM4_LEVELS,
     SPAN_UI,
@@ -156,3 +157,21 @@ def test_fir_equaliser_pulse_is_the_convolution_of_taps_and_cursors() -> None:
     np.testing.assert_allclose(
         at_channel_lock[inner], np.convolve(taps, pulse.cursors())[inner], atol=1e-7
     )
+
+
+@pytest.mark.parametrize("shared_taps", [True, False])
+def test_fir_columns_in_row_groups_gives_each_row_its_own_sums_exactly(
+    monkeypatch: pytest.MonkeyPatch, shared_taps: bool
+) -> None:
+    # A buffer of a few rows forces many groups, and a last one that is not full.
+    monkeypatch.setattr(channel, "_FIR_BUFFER_ELEMENTS", 3 * 64 * 7)
+    rng = np.random.default_rng(8)
+    x = _symbols(rng, (11, 64)) * rng.uniform(0.5, 1.0, (11, 1))
+    taps = rng.normal(size=(7, 2) if shared_taps else (11, 7, 2))
+    got = channel.fir_columns(x, taps, n_pre=2)
+    assert got.shape == (11, 64, 2)
+    for b in range(11):
+        row_taps = taps if shared_taps else taps[b]
+        np.testing.assert_array_equal(got[b], channel.fir_columns(x[b], row_taps, n_pre=2))
+        # Column j is the ISI sum with taps[..., j]: the groups must not mix rows or columns.
+        np.testing.assert_allclose(got[b, :, 1], isi(x[b], row_taps[:, 1], n_pre=2))

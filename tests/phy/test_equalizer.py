@@ -6,6 +6,7 @@ from collections import deque
 import numpy as np
 import pytest
 
+import sitssim.phy.equalizer as equalizer
 from sitssim.config.presets import PRESET_NAMES, PRESET_NEIGHBOURS, PRESET_NOMINAL_DB
 from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile, pulse_response, transmit
 from sitssim.phy.equalizer import (
@@ -179,3 +180,35 @@ def test_trained_linear_ffe_flattens_the_channel_cursors() -> None:
     assert combined[main] == pytest.approx(1.0, abs=0.1)
     isi = np.delete(combined, main)
     assert np.sum(np.abs(isi)) < 0.3 * np.sum(np.abs(np.delete(h, 2))) / h[2]
+
+
+def test_ber_estimate_in_row_groups_is_the_whole_arrays_estimate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(12)
+    sent = PAM4_LEVELS[rng.integers(0, 4, (1, 4, 300))]
+    z = sent + rng.normal(0.0, 0.7, (3, 4, 300))
+    whole = estimate_ber(z, sent)
+    monkeypatch.setattr(equalizer, "_ESTIMATE_ELEMENTS", 2 * 300)
+    grouped = estimate_ber(z, sent)
+    assert grouped.ber.shape == (3, 4)
+    decided = equalizer.slice_pam4(z)
+    np.testing.assert_array_equal(grouped.bit_errors, count_bit_errors(decided, sent))
+    np.testing.assert_array_equal(grouped.bit_errors, whole.bit_errors)
+    np.testing.assert_array_equal(grouped.eye_snr_db, whole.eye_snr_db)
+    np.testing.assert_array_equal(grouped.ber, whole.ber)
+    assert set(grouped.method.ravel()) == {"counted"}
+
+
+def test_level3_in_row_groups_draws_and_computes_as_one_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def run(rows: int) -> equalizer.Level3Outcome:
+        monkeypatch.setattr(equalizer, "_ROWS_PER_GROUP", rows)
+        return equalizer.level3_eq_detail(NOMINAL, np.random.default_rng(21), n_links=9)
+
+    # 18 directions: whole, in groups of 4 (the last one short), and one by one.
+    one_piece, grouped, single = run(1 << 30), run(4), run(1)
+    for other in (grouped, single):
+        assert other.records == one_piece.records
+        np.testing.assert_array_equal(other.final_output, one_piece.final_output)
