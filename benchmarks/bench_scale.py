@@ -9,13 +9,19 @@ other in this one process. The figure of merit is the simulation phase's wall ti
 transport's run, after the build and the PHY training) per hop-event (one channel crossed
 by a delivered message), and the ratio of the largest size's to the smallest's: 1.0 means a
 hop costs the same however big the fabric is. The whole run's wall time and each phase's are
-printed beside it. Not a test: nothing here asserts on time.
+printed beside it.
+
+One size's simulation phase varies by up to 2x from run to run on a shared virtual machine
+(memory reclaim and page faults hit the big fabric's run hardest), so with ``--repeats N``
+the sizes run in turn N times, each repetition's ratio is printed, and the figure is the
+median of those ratios. Not a test: nothing here asserts on time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -81,9 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=float, default=0.4)
     parser.add_argument("--duration", default="20us")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1, help="repetitions of every size")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    rows = [measure(g, args.load, args.duration, args.seed) for g in args.gpus]
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    rows = [
+        measure(g, args.load, args.duration, args.seed)
+        for _ in range(args.repeats)
+        for g in args.gpus
+    ]
     print(
         f"two-level fat tree, radix {RADIX}, {SPINES} spines, uniform random at load "
         f"{args.load:g} for {args.duration}"
@@ -96,14 +109,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['gpus']:>5} {r['messages']:>9,} {r['hop_events']:>11,} {r['wall_s']:>7.1f} "
             f"{r['simulate_us_per_hop_event']:>13.3f}  {phases}"
         )
-    ratio = rows[-1]["simulate_us_per_hop_event"] / rows[0]["simulate_us_per_hop_event"]
+    cost = "simulate_us_per_hop_event"
+    n = len(args.gpus)
+    ratios = [rows[i + n - 1][cost] / rows[i][cost] for i in range(0, len(rows), n)]
+    ratio = statistics.median(ratios)
     verdict = "met" if ratio <= TARGET_RATIO else "MISSED"
+    each = ", ".join(f"{r:.2f}" for r in ratios)
     print(
-        f"per hop-event, {rows[-1]['gpus']} against {rows[0]['gpus']} GPUs: {ratio:.2f} x "
-        f"(target <= {TARGET_RATIO:g} x) [{verdict}]"
+        f"per hop-event, {args.gpus[-1]} against {args.gpus[0]} GPUs: {ratio:.2f} x, median of "
+        f"{len(ratios)} ({each}) (target <= {TARGET_RATIO:g} x) [{verdict}]"
     )
     if args.json is not None:
-        args.json.write_text(json.dumps({"rows": rows, "ratio": ratio}, indent=2) + "\n")
+        figures = {"rows": rows, "ratios": ratios, "ratio": ratio}
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 
 

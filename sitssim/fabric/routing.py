@@ -32,6 +32,7 @@ order, on its first use.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import pairwise
@@ -190,16 +191,31 @@ class Router:
         return ids
 
 
+# A node's way towards one destination: its candidate output ports (the next hops, in
+# sorted order) and the running total of the shortest paths through each.
+Choice = tuple[tuple["OutputPort", ...], tuple[int, ...]]
+
+
+def _compact_row(indices: list[int]) -> Sequence[int]:
+    """A node's row of choice indices by destination, one byte each where they fit."""
+    return bytes(indices) if max(indices, default=0) < 256 else array("H", indices)
+
+
 class TableRouting:
     """Per-hop routing from the next-hop tables, by each message's path rank (module
     docstring).
 
     ``src``/``dst`` are the engine's per-message node columns; ``rank`` is the column this
     fills: each message's path rank, drawn from the router at its source. Nodes are
-    numbered as the tables number them (sorted names). ``connect`` gives it the ports.
+    numbered as the tables number them (sorted names). ``connect`` gives it the ports and
+    lays the tables out per node: a node has few distinct ways towards all destinations (a
+    leaf's way up is the same towards every remote GPU), so each node keeps its distinct
+    choices, next hops as ports, and a row of one byte per destination naming one. A
+    1024-GPU fat tree's tables then take a megabyte rather than ten, which a hop reads
+    from the processor's caches rather than from memory.
     """
 
-    __slots__ = ("_left", "_out", "_towards", "dst", "rank", "router", "src")
+    __slots__ = ("_choices", "_left", "_rows", "dst", "rank", "router", "src")
 
     def __init__(self, router: Router, src: list[int], dst: list[int]) -> None:
         self.router = router
@@ -208,18 +224,34 @@ class TableRouting:
         self.rank: list[int] = []
         # What is left of each message's rank below the next hops taken so far.
         self._left: list[int] = []
-        names = router.tables.names
-        self._towards: list[list[Entry]] = [[] for _ in names]
-        self._out: list[dict[int, OutputPort]] = [{} for _ in names]
+        self._rows: list[Sequence[int]] = []
+        self._choices: list[tuple[Choice, ...]] = []
 
     def connect(self, ports: Sequence[OutputPort]) -> None:
         """``ports[c]`` is channel ``c``'s output port. Every destination's table is built
         here, with the fabric, as a fabric manager programs its switches before traffic:
         one breadth-first search per node, none while messages move."""
-        number = self.router.tables.number
+        tables = self.router.tables
+        number = tables.number
+        n = len(tables.names)
+        out: list[dict[int, OutputPort]] = [{} for _ in range(n)]
         for ch in self.router.fabric.channels:
-            self._out[number[ch.src]][number[ch.dst]] = ports[ch.id]
-        self._towards = [self.router.tables.table(d) for d in range(len(self._towards))]
+            out[number[ch.src]][number[ch.dst]] = ports[ch.id]
+        towards = [tables.table(d) for d in range(n)]
+        for here in range(n):
+            mine = out[here]
+            index_of: dict[Entry, int] = {}
+            choices: list[Choice] = []
+            row = []
+            for d in range(n):
+                entry = towards[d][here]
+                i = index_of.get(entry)
+                if i is None:
+                    i = index_of[entry] = len(choices)
+                    choices.append((tuple(mine[h] for h in entry[0]), entry[1]))
+                row.append(i)
+            self._rows.append(_compact_row(row))
+            self._choices.append(tuple(choices))
 
     def route(self, node: Node, msg: int, in_port: OutputPort | None) -> OutputPort:
         here = node.index
@@ -229,15 +261,15 @@ class TableRouting:
             k = self.router.rank(here, dst)
             self.rank.append(k)
             self._left.append(k)
-        hops, totals = self._towards[dst][here]
-        if len(hops) == 1:
-            return self._out[here][hops[0]]
+        ports, totals = self._choices[here][self._rows[here][dst]]
+        if len(ports) == 1:
+            return ports[0]
         k = self._left[msg]
         i = bisect_right(totals, k)
         if i:
             self._left[msg] = k - totals[i - 1]
-        return self._out[here][hops[i]]
+        return ports[i]
 
     def candidates(self, node: Node, msg: int) -> tuple[OutputPort, ...]:
-        out = self._out[node.index]
-        return tuple(out[h] for h in self.router.tables.table(self.dst[msg])[node.index][0])
+        here = node.index
+        return self._choices[here][self._rows[here][self.dst[msg]]][0]
