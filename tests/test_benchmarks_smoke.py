@@ -76,3 +76,25 @@ def test_link_layer_benchmark_runs_both_configurations(
     assert module.main(["--messages", "300", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "flits+credits" in out and "ratio" in out
+
+
+def test_scale_benchmark_counts_hop_events_and_reports_its_ratio(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "bench_scale", BENCH.parent / "bench_scale.py"
+    )
+    assert spec is not None and spec.loader is not None
+    scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+    out = tmp_path / "scale.json"
+    code = scale.main(["--gpus", "64", "128", "--duration", "0.5us", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    assert code == 0
+    small, large = figures["rows"]
+    assert (small["gpus"], large["gpus"]) == (64, 128)
+    # Hop-events are what delivered messages crossed: at least one link each, at most four.
+    for row in (small, large):
+        assert row["messages"] <= row["hop_events"] <= 4 * row["messages"]
+        assert row["phase_wall_s"]["simulate"] > 0
+    assert figures["ratio"] == pytest.approx(
+        large["simulate_us_per_hop_event"] / small["simulate_us_per_hop_event"]
+    )
