@@ -13,7 +13,9 @@ for fat-tree switches, ``nvs<plane>`` for NVSwitch planes.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, get_args
 
 import networkx as nx
 
@@ -25,6 +27,7 @@ from sitssim.scenario import (
     LinkProfile,
     NVSwitchFabric,
     Scenario,
+    Topology,
 )
 
 # Signal velocity in a PCB / twinax link (about 0.67 c): 5 ns per metre.
@@ -95,7 +98,7 @@ def gpu_name(i: int) -> str:
     return f"gpu{i}"
 
 
-def _fat_tree(topo: FatTree, g: nx.Graph) -> str | None:
+def _fat_tree(topo: FatTree, g: nx.Graph, scenario: Scenario) -> str | None:
     for i in range(topo.gpus):
         g.add_node(gpu_name(i), kind="gpu", index=i)
     below = [gpu_name(i) for i in range(topo.gpus)]
@@ -122,7 +125,7 @@ def _fat_tree(topo: FatTree, g: nx.Graph) -> str | None:
     return "rc0"
 
 
-def _direct_rc(topo: DirectRC, g: nx.Graph) -> str:
+def _direct_rc(topo: DirectRC, g: nx.Graph, scenario: Scenario) -> str:
     g.add_node("rc0", kind="root_complex", index=0)
     for i in range(topo.gpus):
         g.add_node(gpu_name(i), kind="gpu", index=i)
@@ -147,7 +150,7 @@ def plane_link_counts(links_per_gpu: int, planes: int) -> list[int]:
     return counts
 
 
-def _nvswitch(topo: NVSwitchFabric, g: nx.Graph) -> None:
+def _nvswitch(topo: NVSwitchFabric, g: nx.Graph, scenario: Scenario) -> None:
     counts = plane_link_counts(topo.links_per_gpu, topo.planes)
     for p in range(topo.planes):
         g.add_node(f"nvs{p}", kind="switch", level=1, index=p)
@@ -157,7 +160,7 @@ def _nvswitch(topo: NVSwitchFabric, g: nx.Graph) -> None:
             g.add_edge(gpu_name(i), f"nvs{p}", profile=topo.link, links=n)
 
 
-def _graph(topo: GraphTopology, scenario: Scenario, g: nx.Graph) -> str | None:
+def _graph(topo: GraphTopology, g: nx.Graph, scenario: Scenario) -> str | None:
     gpu_index = 0
     for i, node in enumerate(topo.nodes):
         if node.id in g:
@@ -200,19 +203,26 @@ def _graph(topo: GraphTopology, scenario: Scenario, g: nx.Graph) -> str | None:
     return roots[0] if roots else None
 
 
+# Each topology kind's builder: it adds the nodes (kind gpu, switch with its level, or
+# root_complex) and edges (profile, links) to the graph, and returns the root complex the
+# GPUs' host traffic goes to (None: none). ``scenario`` is for located errors.
+TopologyBuilder = Callable[[Any, nx.Graph, Scenario], "str | None"]
+TOPOLOGY_BUILDERS: dict[type, TopologyBuilder] = {
+    FatTree: _fat_tree,
+    DirectRC: _direct_rc,
+    NVSwitchFabric: _nvswitch,
+    GraphTopology: _graph,
+}
+_missing = set(get_args(get_args(Topology)[0])) - set(TOPOLOGY_BUILDERS)
+if _missing:
+    raise TypeError(f"topology kinds without a builder: {sorted(t.__name__ for t in _missing)}")
+
+
 def build_fabric(scenario: Scenario) -> Fabric:
     """Build the fabric graph and its channels; raise ``InputError`` on contradictions."""
     topo = scenario.topology
     g = nx.Graph()
-    root: str | None = None
-    if isinstance(topo, FatTree):
-        root = _fat_tree(topo, g)
-    elif isinstance(topo, DirectRC):
-        root = _direct_rc(topo, g)
-    elif isinstance(topo, NVSwitchFabric):
-        _nvswitch(topo, g)
-    else:
-        root = _graph(topo, scenario, g)
+    root = TOPOLOGY_BUILDERS[type(topo)](topo, g, scenario)
 
     latency: dict[str, float] = {}
     for node, data in g.nodes(data=True):

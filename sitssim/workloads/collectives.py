@@ -317,18 +317,11 @@ class _Collective:
     # --- start -----------------------------------------------------------------
 
     def start(self) -> CollectiveHandle:
-        op, algo = self.handle.operation, self.handle.algorithm
         if self.n == 1:
             self._init_data(1, own_chunk_only=False)
             self.env.timeout(0).callbacks.append(lambda _ev: self._rank_done(0))
-        elif algo == "ring":
-            self._start_ring(op)
-        elif algo == "tree":
-            self._start_tree()
-        elif algo == "direct":
-            self._start_direct(op)
         else:
-            self._start_one_shot()
+            _ALGORITHM_STARTS[self.handle.algorithm](self, self.handle.operation)
         return self.handle
 
     # --- ring ------------------------------------------------------------------
@@ -364,7 +357,8 @@ class _Collective:
 
     # --- double binary tree ----------------------------------------------------
 
-    def _start_tree(self) -> None:
+    def _start_tree(self, op: str) -> None:
+        # All-reduce only (ALL_REDUCE_ONLY): ``op`` is always that.
         n = self.n
         size = self.handle.size
         halves = ((size + 1) // 2, size // 2)
@@ -466,7 +460,8 @@ class _Collective:
                     partial(self._count, other),
                 )
 
-    def _start_one_shot(self) -> None:
+    def _start_one_shot(self, op: str) -> None:
+        # All-reduce only (ALL_REDUCE_ONLY): ``op`` is always that.
         n = self.n
         self._need = n - 1
         self._init_data(1, own_chunk_only=False)
@@ -509,6 +504,17 @@ def _check_arguments(
 
 REDUCES = {"all_reduce": True, "all_gather": False, "reduce_scatter": True}
 """Whether an operation reduces what it receives, so whether a reduction bandwidth applies."""
+
+
+# Each algorithm's start, given the operation: one entry per name of ALGORITHMS.
+_ALGORITHM_STARTS: dict[str, Callable[[_Collective, str], None]] = {
+    "ring": _Collective._start_ring,
+    "tree": _Collective._start_tree,
+    "direct": _Collective._start_direct,
+    "one_shot": _Collective._start_one_shot,
+}
+if set(_ALGORITHM_STARTS) != set(ALGORITHMS):
+    raise TypeError(f"algorithms and starts differ: {set(ALGORITHMS) ^ set(_ALGORITHM_STARTS)}")
 
 
 def start_collective(
