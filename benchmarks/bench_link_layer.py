@@ -21,11 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_transport import Setup, _timed, build, saturating_scenario
 
+from sitssim.errors import Locator
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import Scenario
 from sitssim.stages.credits import build_credit_stage
 from sitssim.stages.flit import build_flit_stage
-from sitssim.stages.phy import run_phy
+from sitssim.stages.phy import phy_section, run_phy
 
 TARGET = 0.5
 
@@ -47,7 +48,7 @@ def run_once(setup: Setup, scenario: Scenario | None) -> tuple[float, float, dic
     and what the link layer did in it (replays, credit stalls)."""
     flit = credit = None
     if scenario is not None:
-        recover = run_phy(scenario, setup.fabric).recover
+        recover = run_phy(phy_section(scenario), setup.fabric, Locator(scenario.error)).recover
         flit = build_flit_stage(scenario.link_layer.flit, scenario.seed, setup.fabric, recover)
         credit = build_credit_stage(scenario.link_layer.credits, setup.fabric)
     transport = Transport(

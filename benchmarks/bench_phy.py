@@ -26,6 +26,7 @@ from sitssim.phy.links import PhyLink, phy_links
 from sitssim.phy.prbs import prbs31
 from sitssim.phy.training import group_physics, train_links
 from sitssim.scenario import Scenario, load_scenario, scenario_from_data
+from sitssim.stages.phy import phy_section
 
 TARGET_GBITPS = 1.0
 TARGET_RATIO = 100.0
@@ -70,7 +71,7 @@ def star(links: int) -> Scenario:
 
 def time_training(scenario: Scenario, repeats: int) -> tuple[float, int, float]:
     """(best wall seconds, links, slowest L0 entry in µs) for a cold reset of every link."""
-    links: list[PhyLink] = phy_links(scenario, build_fabric(scenario))
+    links: list[PhyLink] = phy_links(phy_section(scenario), build_fabric(scenario))
 
     def run() -> float:
         group_physics.cache_clear()

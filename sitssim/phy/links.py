@@ -19,16 +19,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from sitssim.config.phy_profile import PHY_FAULTS, ChannelDrift, PhyProfile
+from sitssim.config.phy_profile import ChannelDrift, PhyProfile
 from sitssim.errors import InputError
 from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.pam4 import BITS_PER_SYMBOL
+from sitssim.phy.section import PhySection
 from sitssim.rng import component_rng
 
 if TYPE_CHECKING:
     import networkx as nx
 
-    from sitssim.scenario import Scenario
+    from sitssim.errors import Locator
 
 
 class Direction(Protocol):
@@ -99,11 +100,11 @@ def _rank(fabric: FabricView, node: str) -> tuple[int, int]:
     return (0, 0)
 
 
-def _spread_losses(scenario: Scenario, names: list[str], profile: str) -> dict[str, float]:
-    block = scenario.links[profile].channel
+def _spread_losses(section: PhySection, names: list[str], profile: str) -> dict[str, float]:
+    block = section.links[profile].channel
     if block.loss_spread_db == 0:
         return {n: block.loss_db for n in names}
-    rng = component_rng(scenario.seed, "phy", "loss_spread", profile)
+    rng = component_rng(section.seed, "phy", "loss_spread", profile)
     draws = rng.uniform(-block.loss_spread_db, block.loss_spread_db, len(names))
     return {
         n: max(0.0, round((block.loss_db + d) / LOSS_GRID_DB) * LOSS_GRID_DB)
@@ -111,7 +112,7 @@ def _spread_losses(scenario: Scenario, names: list[str], profile: str) -> dict[s
     }
 
 
-def phy_links(scenario: Scenario, fabric: FabricView) -> list[PhyLink]:
+def phy_links(section: PhySection, fabric: FabricView) -> list[PhyLink]:
     """Every link of the fabric, in sorted name order, with its channel and device profile."""
     ends = {}
     for ch in fabric.channels:
@@ -121,20 +122,19 @@ def phy_links(scenario: Scenario, fabric: FabricView) -> list[PhyLink]:
     losses: dict[str, float] = {}
     for profile in sorted({p for _, _, p in ends.values()}):
         members = [n for n in names if ends[n][2] == profile]
-        losses.update(_spread_losses(scenario, members, profile))
+        losses.update(_spread_losses(section, members, profile))
     overrides: dict[str, dict] = {}
-    for fault in scenario.faults:
-        if isinstance(fault, PHY_FAULTS):
-            name = resolve_link_name(fault.link, ends)
-            if name is not None:
-                overrides.setdefault(name, {}).update(fault.overrides())
+    for _, fault in section.faults:
+        name = resolve_link_name(fault.link, ends)
+        if name is not None:
+            overrides.setdefault(name, {}).update(fault.overrides())
     links = []
     for i, name in enumerate(names):
         a, b, profile_name = ends[name]
         up, down = (a, b) if _rank(fabric, a) >= _rank(fabric, b) else (b, a)
-        profile = scenario.links[profile_name]
+        profile = section.links[profile_name]
         block = profile.channel
-        device = scenario.phy
+        device = section.device
         if name in overrides:
             device = device.model_copy(update=overrides[name])
         links.append(
@@ -177,35 +177,36 @@ def resolve_link_name(text: str, known: dict[str, object] | set[str]) -> str | N
     return None
 
 
-def _unknown(scenario: Scenario, loc: tuple, text: str, known: list[str]) -> InputError:
+def _unknown(where: Locator, loc: tuple, text: str, known: list[str]) -> InputError:
     shown = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
-    return scenario.error(
+    return where.error(
         loc, f"unknown link {text!r}: links are named by their endpoints, e.g. {shown}"
     )
 
 
-def check_phy_references(scenario: Scenario, fabric: FabricView) -> None:
-    """Raise ``InputError`` for a fault or drift naming an unknown link or a time past the run."""
+def check_phy_references(section: PhySection, fabric: FabricView, where: Locator) -> None:
+    """Raise ``InputError`` for a fault or drift naming an unknown link or a time past the
+    run, located through ``where`` (at the scenario's root: the section keeps its indices)."""
     known = sorted({link_name(c.src, c.dst) for c in fabric.channels})
-    for i, fault in enumerate(scenario.faults):
-        if isinstance(fault, PHY_FAULTS) and resolve_link_name(fault.link, set(known)) is None:
-            raise _unknown(scenario, ("faults", i, "link"), fault.link, known)
+    for i, fault in section.faults:
+        if resolve_link_name(fault.link, set(known)) is None:
+            raise _unknown(where, ("faults", i, "link"), fault.link, known)
     by_link: dict[str, list[tuple[int, ChannelDrift]]] = {}
-    for i, drift in enumerate(scenario.drift):
+    for i, drift in enumerate(section.drift):
         name = resolve_link_name(drift.link, set(known))
         if name is None:
-            raise _unknown(scenario, ("drift", i, "link"), drift.link, known)
+            raise _unknown(where, ("drift", i, "link"), drift.link, known)
         for key in ("start", "end"):
             value = getattr(drift, key)
-            if value is not None and value >= scenario.duration:
-                raise scenario.error(
+            if value is not None and value >= section.duration:
+                raise where.error(
                     ("drift", i, key),
                     f"{key} {value / 1e3:g} µs is not before the run ends "
-                    f"(duration {scenario.duration / 1e3:g} µs, traffic clock)",
+                    f"(duration {section.duration / 1e3:g} µs, traffic clock)",
                 )
         for j, other in by_link.get(name, []):
             if drift.start < other.last_change_ns and other.start < drift.last_change_ns:
-                raise scenario.error(
+                raise where.error(
                     ("drift", i, "start"),
                     f"overlaps drift entry {j} on link {name}: one drift per link at a time",
                 )

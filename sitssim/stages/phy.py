@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from sitssim.config.phy_profile import ChannelDrift
+from sitssim.config.phy_profile import PHY_FAULTS, ChannelDrift
 from sitssim.phy.ber_monitor import drifted_channel, monitor
 from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.links import PhyLink, check_phy_references, phy_links, resolve_link_name
 from sitssim.phy.ltssm import State
+from sitssim.phy.section import PhySection
 from sitssim.phy.training import (
     LinkTrace,
     StateRow,
@@ -403,45 +404,45 @@ def _frame(rows: list[dict], id_column: str, columns: tuple[str, ...]) -> pd.Dat
     return frame
 
 
-def drifts_by_link(scenario: Scenario, links: list[PhyLink]) -> dict[str, list[ChannelDrift]]:
+def drifts_by_link(section: PhySection, links: list[PhyLink]) -> dict[str, list[ChannelDrift]]:
     known = {link.name for link in links}
     out: dict[str, list[ChannelDrift]] = {}
-    for drift in sorted(scenario.drift, key=lambda d: d.start):
+    for drift in sorted(section.drift, key=lambda d: d.start):
         name = resolve_link_name(drift.link, known)
         if name is not None:
             out.setdefault(name, []).append(drift)
     return out
 
 
-def run_phy(scenario: Scenario, fabric: Fabric) -> PhyStage:
+def run_phy(section: PhySection, fabric: Fabric, where: Locator) -> PhyStage:
     """Reset and train the fabric's links, then monitor them in L0 until the run ends."""
-    check_phy_references(scenario, fabric)
-    links = phy_links(scenario, fabric)
-    drifts = drifts_by_link(scenario, links)
+    check_phy_references(section, fabric, where)
+    links = phy_links(section, fabric)
+    drifts = drifts_by_link(section, links)
 
     def base_channel(link: PhyLink, _t: float) -> ChannelProfile:
         return link.channel
 
-    traces = train_links(links, scenario.seed, base_channel)
+    traces = train_links(links, section.seed, base_channel)
     firsts = [t.first_l0_ns for t in traces if math.isfinite(t.first_l0_ns)]
     if firsts:
         traffic_start = max(firsts)
     else:
         traffic_start = max((r.t_enter_ns for t in traces for r in t.states), default=0.0)
-    end = traffic_start + scenario.duration
+    end = traffic_start + section.duration
 
     def channel_at(link: PhyLink, t_phy: float) -> ChannelProfile:
         return drifted_channel(link.channel, drifts.get(link.name, []), t_phy - traffic_start)
 
-    windows = monitor(traces, end, scenario.seed, channel_at)
+    windows = monitor(traces, end, section.seed, channel_at)
     return PhyStage(
         links=links,
         traces=traces,
         windows=windows,
         traffic_start_ns=traffic_start,
         end_ns=end,
-        groups=group_summaries(links, scenario.seed),
-        seed=scenario.seed,
+        groups=group_summaries(links, section.seed),
+        seed=section.seed,
         channel_at=channel_at,
     )
 
@@ -463,20 +464,25 @@ class _PhyRun(Stage):
         return {"phy": self.phy.metrics()}
 
 
-def _whole(scenario: Scenario) -> Scenario:
-    return scenario
+def phy_section(scenario: Scenario) -> PhySection:
+    """The link profiles, the ``phy`` device profile, the PHY faults (by index in
+    ``faults:``), the drift entries, the seed and the duration: what the links are built
+    and trained from."""
+    faults = tuple((i, f) for i, f in enumerate(scenario.faults) if isinstance(f, PHY_FAULTS))
+    return PhySection(
+        links=scenario.links,
+        device=scenario.phy,
+        faults=faults,
+        drift=tuple(scenario.drift),
+        seed=scenario.seed,
+        duration=scenario.duration,
+    )
 
 
-def check_phy(scenario: Scenario, fabric: Fabric, where: Locator) -> None:
-    check_phy_references(scenario, fabric)
-
-
-def _build(scenario: Scenario, fabric: Fabric, wiring: Wiring, where: Locator) -> _PhyRun:
-    phy = run_phy(scenario, fabric)
+def _build(section: PhySection, fabric: Fabric, wiring: Wiring, where: Locator) -> _PhyRun:
+    phy = run_phy(section, fabric, where)
     wiring.recover = phy.recover
     return _PhyRun(phy)
 
 
-# The one stage that still reads the whole scenario: the PHY models (``phy.links``) build
-# the links from the link profiles, the device profile, the seed and the faults together.
-STAGE = StageSpec(name="phy", section=_whole, builder=_build, checker=check_phy)
+STAGE = StageSpec(name="phy", section=phy_section, builder=_build, checker=check_phy_references)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sitssim.errors import Locator
 from sitssim.fabric.topology import build_fabric
 from sitssim.scenario import Scenario, scenario_from_data
 from sitssim.spec.registry import JUDGES, RunContext, Verdict
-from sitssim.stages.phy import PhyStage, run_phy
+from sitssim.stages.phy import PhyStage, phy_section, run_phy
 
 PHY_CLAUSES = (
     "phy.symbol_rate",
@@ -50,12 +51,12 @@ def star(
 
 
 def phy_run(scenario: Scenario) -> PhyStage:
-    return run_phy(scenario, build_fabric(scenario))
+    """The PHY stage of ``scenario`` alone, built from its section as a run builds it."""
+    return run_phy(phy_section(scenario), build_fabric(scenario), Locator(scenario.error))
 
 
 def phy_verdicts(scenario: Scenario, stage: PhyStage | None = None) -> dict[str, Verdict]:
     """The L1 clauses judged on the PHY tables of ``scenario`` alone (no traffic run)."""
-    fabric = build_fabric(scenario)
-    stage = stage or run_phy(scenario, fabric)
+    stage = stage or phy_run(scenario)
     ctx = RunContext(tables=stage.tables())
     return {cid: JUDGES[cid](ctx) for cid in PHY_CLAUSES}

@@ -84,6 +84,13 @@ CASES = [
         "faults[0].link",
         "unknown link 'gpu0-gpu1'",
     ),
+    # A PHY fault is named by its index among all faults, not among the PHY's own.
+    (
+        "faults:\n  - {kind: synchronizer_flops, device: gpu0, peer: s0, flops: 3}\n"
+        "  - kind: skip_eq_phase3\n    link: gpu0-gpu1  # <-\n",
+        "faults[1].link",
+        "unknown link 'gpu0-gpu1'",
+    ),
     (
         "drift:\n  - link: gpu7-s0  # <-\n    start: 1us\n    snr_db: 20\n",
         "drift[0].link",

@@ -25,10 +25,10 @@ from sitssim.phy.links import PhyLink, phy_links
 from sitssim.phy.ltssm import State
 from sitssim.phy.training import LinkTrace, StateRow
 from sitssim.spec.registry import JUDGES, RunContext
-from sitssim.stages.phy import PhyStage
+from sitssim.stages.phy import PhyStage, phy_section
 
 _SCENARIO = phy.star(gpus=1)
-_LINK = phy_links(_SCENARIO, build_fabric(_SCENARIO))[0]
+_LINK = phy_links(phy_section(_SCENARIO), build_fabric(_SCENARIO))[0]
 SPEC_WINDOWS, SPEC_THRESHOLD = 3, 1e-6
 BERS = [0.0, 1e-7, 9e-7, 1.2e-6, 3e-6, 2e-5]
 

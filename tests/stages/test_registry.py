@@ -113,30 +113,52 @@ def test_the_transactions_stage_adds_its_reads_to_the_probes_in_place() -> None:
     assert probes["probe_id"].iloc[: len(from_probes)].tolist() == from_probes["msg_id"].tolist()
 
 
-# The stages whose models still read the whole scenario, each with why; may only shrink.
-WHOLE_SCENARIO = {"phy": "sitssim.phy.links builds the links from several sections at once"}
-
-
 def _first_annotation(fn: object) -> str:
     parameter = next(iter(inspect.signature(fn).parameters.values()))
     return str(parameter.annotation)
 
 
+def _declares_scenario(spec: StageSpec) -> bool:
+    """Whether the spec's builder or check is declared to take the ``Scenario``."""
+    hooks = [spec.builder] if spec.checker is None else [spec.builder, spec.checker]
+    return any("Scenario" in _first_annotation(hook) for hook in hooks)
+
+
+def _whole_builder(scenario: Scenario, fabric: Fabric, wiring: Wiring, where: Locator) -> Stage:
+    return Stage()
+
+
+def _whole_check(scenario: Scenario, fabric: Fabric, where: Locator) -> None:
+    """A check handed the whole scenario, as the PHY stage's once was."""
+
+
+def _section_builder(duration: float, fabric: Fabric, wiring: Wiring, where: Locator) -> Stage:
+    return Stage()
+
+
 def test_no_stage_builder_or_check_is_declared_to_take_the_scenario() -> None:
-    for spec in STAGES:
-        declared = {_first_annotation(spec.builder)}
-        if spec.checker is not None:
-            declared.add(_first_annotation(spec.checker))
-        if spec.name in WHOLE_SCENARIO:
-            assert declared == {"Scenario"}, (spec.name, "takes a section now: drop its entry")
-        else:
-            assert not any("Scenario" in d for d in declared), (spec.name, declared)
+    assert [spec.name for spec in STAGES if _declares_scenario(spec)] == []
+    # The same test catches a builder or a check alone declared to take it.
+    whole = StageSpec("whole", section=lambda scenario: scenario, builder=_whole_builder)
+    assert _declares_scenario(whole)
+    sectioned = StageSpec("part", section=lambda s: s.duration, builder=_section_builder)
+    assert not _declares_scenario(sectioned)
+    assert _declares_scenario(dataclasses.replace(sectioned, checker=_whole_check))
 
 
-def _fields(section: object) -> list[object]:
+@dataclasses.dataclass(frozen=True)
+class _Carrying:
+    seed: int
+    scenario: Scenario
+
+
+def _carries_scenario(section: object) -> bool:
+    """Whether ``section`` is the scenario, or a dataclass with the scenario in a field."""
     if dataclasses.is_dataclass(section):
-        return [getattr(section, f.name) for f in dataclasses.fields(section)]
-    return [section]
+        fields = [getattr(section, f.name) for f in dataclasses.fields(section)]
+    else:
+        fields = [section]
+    return any(isinstance(v, Scenario) for v in fields)
 
 
 @pytest.mark.parametrize(
@@ -166,17 +188,15 @@ def test_each_stage_is_built_and_checked_from_its_own_section_only(
     monkeypatch.setattr(simulation, "STAGES", spied)
     monkeypatch.setattr("sitssim.preflight.CHECKS", [s for s in spied if s.checker is not None])
     scenario = _small(name)
+    # The spies catch the scenario itself and a section that carries it along.
+    assert _carries_scenario(scenario) and _carries_scenario(_Carrying(1, scenario))
     preflight(scenario)
     assert sorted(received) == sorted(s.name for s in STAGES if s.checker is not None)
     received.clear()
     simulate(scenario)
     assert sorted(received) == sorted(s.name for s in STAGES)
     for stage, sections in received.items():
-        for section in sections:
-            if stage in WHOLE_SCENARIO:
-                assert section is scenario
-            else:
-                assert not any(isinstance(v, Scenario) for v in _fields(section)), stage
+        assert not any(_carries_scenario(section) for section in sections), stage
 
 
 def test_a_stage_error_is_located_in_the_whole_scenario(tmp_path: Path) -> None:
