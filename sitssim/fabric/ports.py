@@ -286,14 +286,11 @@ class CreditedPort(OutputPort):
         now = self._env._now
         credit = self.credit
         queue = self.queue
-        cost = self.costs[msg]
-        fc, hdr, data = cost
         # A port with an empty queue has no stall open: a stalled class's refused message
-        # waits in the queue until it is granted, which ends the stall.
-        if queue or (
-            (credit.avail_hdr[fc] < hdr or credit.avail_data[fc] < data)
-            # Credit back by the time the port is free counts now (_try_start).
-            and not credit.fits(cost, self.free_at if self.free_at > now else now)
+        # waits in the queue until it is granted, which ends the stall. Credit back by the
+        # time the port is free counts now (_try_start).
+        if queue or not credit.take(
+            self.costs[msg], self.free_at if self.free_at > now else now, now
         ):
             if in_port is not None:
                 # It waits in the buffer behind the port it came over.
@@ -307,7 +304,6 @@ class CreditedPort(OutputPort):
             ):
                 self._try_start()
             return
-        credit.consume(cost, now)
         OutputPort.send(self, msg, in_port)
         if in_port is not None:
             # Committed as it arrived: it passes through the buffer behind the port it came
@@ -358,7 +354,9 @@ class CreditedPort(OutputPort):
         while queue:
             msg = queue[0]
             cost = costs[msg]
-            if not credit.fits(cost, ready):
+            if credit.take(cost, ready, now):
+                queue.popleft()
+            else:
                 if ready > now:
                     # Decide again when the port is free, if something may pass the head
                     # then; if nothing can, wait for credit as well.
@@ -374,10 +372,6 @@ class CreditedPort(OutputPort):
                     return
                 msg = queue[i]
                 del queue[i]
-                cost = costs[msg]
-            else:
-                queue.popleft()
-            credit.consume(cost, now)
             OutputPort.send(self, msg, None)
             ready = self.free_at
             came_over = self._came_over.pop(msg)
@@ -386,7 +380,8 @@ class CreditedPort(OutputPort):
                 came_over._release_held(msg, self.last_start, now)
 
     def _passer(self) -> int:
-        """The first queued message with credit that may pass all those ahead of it, or -1.
+        """The first queued message with credit that may pass all those ahead of it, its
+        credits taken, or -1.
 
         The head has already been refused; so is every message looked at that has no
         credit. Once the classes ahead are such that nothing may pass them all (a posted
@@ -400,7 +395,7 @@ class CreditedPort(OutputPort):
             cost = costs[msg]
             cls = cost[0] % N_CLASSES
             if i and PASSES_ALL[cls][ahead]:
-                if credit.fits(cost, now):
+                if credit.take(cost, now, now):
                     return i
                 credit.refused(cost, now)
             ahead |= 1 << cls

@@ -1,7 +1,7 @@
 """Credit accounting of one link direction, on the hot path (the model the credits stage wires in).
 
 The transport drives one ``CreditLink`` per channel: a port sends a message only when
-its credits are there (``try_consume``), the next node's buffer holds them until the
+its credits are there (``take``), the next node's buffer holds them until the
 message leaves it (``release`` / ``pass_through``, told when: it starts on its next port,
 or is delivered), and the UpdateFC that frees them reaches the sender (``sync``) the
 reverse flight time plus ``update_delay`` after it leaves.
@@ -165,15 +165,24 @@ class CreditLink:
         self.sync(now)
         return self.avail_hdr[fc] >= hdr and self.avail_data[fc] >= data
 
-    def consume(self, cost: Cost, now: float) -> None:
-        """Charge credits known to be there (``fits``); this ends a stall of their class."""
+    def take(self, cost: Cost, ready: float, now: float) -> bool:
+        """Charge ``cost`` at ``now`` if the credits are there by ``ready`` (the UpdateFCs due
+        by then applied: a port commits a message to start when it is free), ending a stall
+        of its slot; otherwise change nothing and return False. The one call per grant on
+        the hot path, so its common case (credits at hand) is a look at two counters."""
         fc, hdr, data = cost
-        self.avail_hdr[fc] -= hdr
-        self.avail_data[fc] -= data
-        if self.avail_hdr[fc] < 0 or self.avail_data[fc] < 0:
+        avail_hdr, avail_data = self.avail_hdr, self.avail_data
+        if (avail_hdr[fc] < hdr or avail_data[fc] < data) and not self.fits(cost, ready):
+            return False
+        left_hdr = avail_hdr[fc] - hdr
+        left_data = avail_data[fc] - data
+        avail_hdr[fc] = left_hdr
+        avail_data[fc] = left_data
+        if left_hdr < 0 or left_data < 0:
             self.overdrawn(fc)
         if self.stall_start[fc] is not None:
             self.end_stall(fc, now)
+        return True
 
     def overdrawn(self, fc: int) -> None:
         """Class ``fc``'s credits went below zero: something was sent without credit."""
@@ -197,8 +206,7 @@ class CreditLink:
 
     def try_consume(self, cost: Cost, now: float) -> bool:
         """Take the credits if they are there; otherwise record the refusal."""
-        if self.fits(cost, now):
-            self.consume(cost, now)
+        if self.take(cost, now, now):
             return True
         self.refused(cost, now)
         return False

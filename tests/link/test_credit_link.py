@@ -61,9 +61,12 @@ def test_a_stall_ends_when_its_class_next_gets_credit() -> None:
     assert not credit.try_consume(cost, 5.0)
     assert not credit.try_consume(cost, 8.0)
     credit.pass_through(cost, 10.0, 1.0)
+    # Not there by 12 ns: nothing is charged, the stall goes on.
+    assert not credit.take(cost, 12.0, 12.0)
+    assert credit.avail_hdr[FC_POSTED] == 0 and credit.stall_start[FC_POSTED] == 5.0
     # Granted ahead (the port is busy until 130 ns): the stall ends at the grant.
-    assert credit.fits(cost, 130.0)
-    credit.consume(cost, 12.0)
+    assert credit.take(cost, 130.0, 12.0)
+    assert credit.avail_hdr[FC_POSTED] == 0
     assert credit.stalls == [(FC_POSTED, 5.0, 12.0, 1, 1)]
     assert credit.stall_start[FC_POSTED] is None
 
