@@ -162,11 +162,13 @@ class Router:
         channels = self.fabric.channels
         return [min(channels[index[hop]].bytes_per_ns for hop in pairwise(p)) for p in paths]
 
-    def rank(self, src: int, dst: int) -> int:
+    def rank(self, src: int, dst: int, count: int | None = None) -> int:
         """The rank, among the pair's tied paths in sorted order, of the path the next
         message from node number ``src`` to node number ``dst`` takes; the same choice as
-        ``selector(...).next()`` (module docstring), without building a route."""
-        count = self.tables.count_of(src, dst)
+        ``selector(...).next()`` (module docstring), without building a route. ``count``
+        is the pair's number of tied paths, if the caller has it at hand."""
+        if count is None:
+            count = self.tables.count_of(src, dst)
         if not (self.spray and count > 1):
             return (src + dst) % count
         key = (src, dst)
@@ -256,12 +258,13 @@ class TableRouting:
     def route(self, node: Node, msg: int, in_port: OutputPort | None) -> OutputPort:
         here = node.index
         dst = self.dst[msg]
+        ports, totals = self._choices[here][self._rows[here][dst]]
         if in_port is None:
-            # At its source (messages are routed there in the order they are numbered).
-            k = self.router.rank(here, dst)
+            # At its source (messages are routed there in the order they are numbered); the
+            # running totals end with the pair's number of tied paths.
+            k = self.router.rank(here, dst, totals[-1])
             self.rank.append(k)
             self._left.append(k)
-        ports, totals = self._choices[here][self._rows[here][dst]]
         if len(ports) == 1:
             return ports[0]
         k = self._left[msg]
