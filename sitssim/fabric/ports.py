@@ -83,32 +83,15 @@ def callbacks_of(callback: Callable[[Hop], None]) -> list[Callable[[Hop], None]]
     return [callback]
 
 
-class Scheduler:
-    """Puts ``Hop`` events on a SimPy environment's queue at normal priority.
-
-    The same push as ``Environment.schedule`` (time ``now + delay``, so the time SimPy
-    steps to is exactly the one it would compute), without its Python frame: it is taken
-    once per hop.
-    """
-
-    __slots__ = ("eid", "env", "queue")
-
-    def __init__(self, env: simpy.Environment) -> None:
-        self.env = env
-        self.queue = env._queue
-        self.eid = env._eid
-
-    def at(self, t: float, callbacks: list[Callable[[Hop], None]], msg: int) -> None:
-        """Step ``Hop(callbacks, msg)`` at ``t`` (as ``now + (t - now)``)."""
-        now = self.env._now
-        heappush(self.queue, (now + (t - now), NORMAL, next(self.eid), Hop(callbacks, msg)))
-
-
 class OutputPort:
     """The serialiser of one channel: FIFO, one server, unbounded buffer (module docstring).
 
     ``sizes`` and ``t_left`` are the engine's per-message columns: the port reads a
     message's size and records when its serialisation started (its departure) there.
+
+    A port puts its ``Hop`` events straight onto SimPy's queue, the push that
+    ``Environment.schedule`` makes (at ``now + delay``, so the time SimPy steps to is the
+    one it would compute), without that method's Python frame: it is taken once per hop.
     """
 
     __slots__ = (
@@ -137,7 +120,7 @@ class OutputPort:
         bytes_per_ns: float,
         flight_ns: float,
         far: Receiver,
-        scheduler: Scheduler,
+        env: simpy.Environment,
         sizes: list[int],
         t_left: list[float],
     ) -> None:
@@ -154,9 +137,9 @@ class OutputPort:
         self.outages: list[tuple[float, float]] = []
         self.sizes = sizes
         self.t_left = t_left
-        self._env = scheduler.env
-        self._queue = scheduler.queue
-        self._eid = scheduler.eid
+        self._env = env
+        self._queue = env._queue
+        self._eid = env._eid
         self._push = heappush
         self._arrived_cbs = callbacks_of(self._arrived)
 

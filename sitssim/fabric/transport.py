@@ -40,7 +40,6 @@ from sitssim.fabric.ports import (
     FlitPort,
     Hop,
     OutputPort,
-    Scheduler,
     callbacks_of,
 )
 from sitssim.fabric.routing import Router, TableRouting
@@ -176,7 +175,6 @@ class Transport:
         flit_links: list[FlitLink | None] | None,
         credit_links: list[CreditLink | None] | None,
     ) -> None:
-        scheduler = Scheduler(self.env)
         nodes = self.node_objects
         for ch in self.fabric.channels:
             flit = flit_links[ch.id] if flit_links is not None else None
@@ -194,7 +192,7 @@ class Transport:
                     ch.bytes_per_ns,
                     ch.propagation_ns,
                     nodes[self.node_id[ch.dst]],
-                    scheduler,
+                    self.env,
                     self.size,
                     self.t_left,
                     **extra,
