@@ -63,11 +63,11 @@ def _old_objects_left_alone() -> Iterator[None]:
     A run allocates one short-lived event per hop, and every 700 allocations the
     collector looks at the young objects; that stays. What it also does, whenever the
     objects that survived have grown by a quarter, is scan every object there is: the
-    fabric and PHY results built before the run, and the routes the run adds (a 1024-GPU
-    fabric's million pairs). Those full scans were 6 of the 16 s of such a run, and found
-    nothing: routes and records are never garbage while the run lasts. So what exists
-    before the run is frozen out of the scans, and full scans wait until the run is over;
-    young cyclic garbage is still collected as it arises.
+    fabric, its tables and the PHY results built before the run, and the records the run
+    adds. On a 1024-GPU fabric those full scans were 6 of a 16 s run, and found nothing:
+    none of that is garbage while the run lasts. So what exists before the run is frozen
+    out of the scans, and full scans wait until the run is over; young cyclic garbage is
+    still collected as it arises.
     """
     young, middle, old = gc.get_threshold()
     gc.freeze()
