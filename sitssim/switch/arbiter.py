@@ -1,0 +1,391 @@
+"""Sans-I/O arbiters and crossbar allocators (L4): requests in, grants out.
+
+Theory of operation
+-------------------
+An *arbiter* chooses one winner among the requesters of one resource; an *allocator*
+matches the inputs of a crossbar to its outputs, each input granted at most one output
+and each output at most one input. Neither keeps a clock or knows about messages: the
+switch model asks once per allocation round (a cell time, or the allocator's pipeline
+step) and crosses the crossbar with whatever it is granted.
+
+:class:`RoundRobinArbiter` keeps a pointer. It grants the requester at or after the
+pointer, cyclically; with priorities, only the requesters of the highest priority take
+part and the pointer breaks the tie among them. The pointer moves to one past the winner,
+and only when the winner's grant is used (:meth:`RoundRobinArbiter.grant` does both;
+an allocator calls :meth:`RoundRobinArbiter.peek` and later
+:meth:`RoundRobinArbiter.advance_past`). A requester that keeps asking is therefore
+served within ``size`` of its arbiter's grants.
+
+:class:`QuotaWeightedArbiter` serves a port's quota table (``switch.vc_quota``): a number
+of slots per requester (a tenant or a VC). The slots are laid out once in a *slot table*
+of ``sum(slots)`` entries, interleaved by smooth weighted round robin (each step every
+requester earns its slots, the richest takes the step, lowest index on a tie, and pays the
+total), so a requester's slots are spread over the frame rather than bunched. A grant walks
+the table from the current position, skips every slot whose owner is not requesting,
+grants the first owner that is, and leaves the position one slot past it. Over one walk of
+the table each continuously requesting owner is granted once per slot it owns, so over a
+long busy period its share is its slots over the slots of all requesting owners. A
+requester with no slots is never granted. The table is taken as configured: a frame of
+more than 64 slots runs, and the clause ``switch.vc_quota`` judges it.
+
+:class:`RoundRobinAllocator` and :class:`ISlipAllocator` are separable allocators built
+from one :class:`RoundRobinArbiter` per input and one per output. A round has two steps:
+
+* *input first* (``RoundRobinAllocator`` by default): each unmatched input chooses one of
+  the unmatched outputs it requests with its input arbiter; each output that was chosen
+  grants one of the inputs that chose it with its output arbiter;
+* *output first* (iSLIP, McKeown 1999): each unmatched output grants one of the unmatched
+  inputs requesting it (grant pointer); each input that received grants accepts one
+  (accept pointer).
+
+Each pair matched becomes part of the allocation, and the round repeats over the inputs
+and outputs still unmatched, ``iterations`` times or, with ``iterations=None``, until a
+round adds no match. Pointers move one past the matched partner only for matches of the
+first round, as iSLIP does: a match made in a later round can move a pointer past a waiting
+requester, which is the path to starvation that rule closes. Whatever the pointers, a round
+that adds no match leaves no request between an unmatched input and an unmatched output,
+so running to convergence gives a maximal matching; one round alone need not. Under full
+uniform load (every input requesting every output) iSLIP's grant pointers desynchronise
+within ``n`` rounds and each later round is a perfect matching, which is how VOQs with
+iSLIP reach about 100 %.
+
+Requests are ``(input, output)`` pairs, with an optional priority per pair (higher wins at
+both steps). Strict priority gives up the starvation bound for the lower priorities.
+Requesters and requests are held as bit masks (bit ``k`` = index ``k``) because an
+allocation runs on every cell time of every switch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+__all__ = [
+    "Allocator",
+    "ISlipAllocator",
+    "QuotaWeightedArbiter",
+    "RoundRobinAllocator",
+    "RoundRobinArbiter",
+    "smooth_slot_table",
+]
+
+Pair = tuple[int, int]
+
+
+def _mask_of(indices: Iterable[int], size: int, what: str) -> int:
+    mask = 0
+    for k in indices:
+        if not 0 <= k < size:
+            raise ValueError(f"{what} {k} is outside 0..{size - 1}")
+        mask |= 1 << k
+    return mask
+
+
+def _top_priority(mask: int, priority_of: Callable[[int], int]) -> int:
+    """The members of ``mask`` that share its highest priority."""
+    best: int | None = None
+    top = 0
+    rest = mask
+    while rest:
+        low = rest & -rest
+        rest ^= low
+        p = priority_of(low.bit_length() - 1)
+        if best is None or p > best:
+            best, top = p, low
+        elif p == best:
+            top |= low
+    return top
+
+
+class RoundRobinArbiter:
+    """One resource's choice among ``size`` requesters, by a round-robin pointer."""
+
+    __slots__ = ("_pointer", "size")
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"an arbiter needs at least one requester, got {size}")
+        self.size = size
+        self._pointer = 0
+
+    @property
+    def pointer(self) -> int:
+        """The requester that wins the next tie."""
+        return self._pointer
+
+    def peek_mask(self, mask: int) -> int | None:
+        """The winner among the requesters in ``mask``, without moving the pointer."""
+        if not mask:
+            return None
+        at_or_after = mask >> self._pointer
+        if at_or_after:
+            return self._pointer + (at_or_after & -at_or_after).bit_length() - 1
+        return (mask & -mask).bit_length() - 1
+
+    def peek(
+        self, requesters: Iterable[int], priority: Mapping[int, int] | None = None
+    ) -> int | None:
+        mask = _mask_of(requesters, self.size, "requester")
+        if priority is not None:
+            mask = _top_priority(mask, lambda k: priority.get(k, 0))
+        return self.peek_mask(mask)
+
+    def advance_past(self, winner: int) -> None:
+        """Record that ``winner``'s grant was used: it becomes the last to win a tie."""
+        if not 0 <= winner < self.size:
+            raise ValueError(f"requester {winner} is outside 0..{self.size - 1}")
+        self._pointer = (winner + 1) % self.size
+
+    def grant(
+        self, requesters: Iterable[int], priority: Mapping[int, int] | None = None
+    ) -> int | None:
+        """Choose a winner and move the pointer past it (None if nobody requests)."""
+        winner = self.peek(requesters, priority)
+        if winner is not None:
+            self._pointer = (winner + 1) % self.size
+        return winner
+
+
+def smooth_slot_table(slots: Sequence[int]) -> tuple[int, ...]:
+    """The slot table of a quota row: ``slots[k]`` entries owned by ``k``, interleaved."""
+    total = sum(slots)
+    earned = [0] * len(slots)
+    table: list[int] = []
+    for _ in range(total):
+        for k, weight in enumerate(slots):
+            earned[k] += weight
+        richest = max(range(len(slots)), key=lambda k: (earned[k], -k))
+        earned[richest] -= total
+        table.append(richest)
+    return tuple(table)
+
+
+class QuotaWeightedArbiter:
+    """Weighted round robin by slots of a quota table (``switch.vc_quota``)."""
+
+    __slots__ = ("_position", "size", "slots", "table")
+
+    def __init__(self, slots: Sequence[int]) -> None:
+        if not slots:
+            raise ValueError("a quota table needs at least one requester")
+        if any(s < 0 for s in slots):
+            raise ValueError(f"slots must not be negative, got {list(slots)}")
+        if sum(slots) == 0:
+            raise ValueError("a quota table with no slots can grant nobody")
+        self.slots = tuple(slots)
+        self.size = len(slots)
+        self.table = smooth_slot_table(self.slots)
+        self._position = 0
+
+    @property
+    def frame(self) -> int:
+        """Slots in one walk of the table."""
+        return len(self.table)
+
+    @property
+    def position(self) -> int:
+        """The slot the next walk starts from."""
+        return self._position
+
+    def _find(self, mask: int) -> int | None:
+        table, frame = self.table, len(self.table)
+        for step in range(frame):
+            slot = (self._position + step) % frame
+            if mask >> table[slot] & 1:
+                return slot
+        return None
+
+    def peek(self, requesters: Iterable[int]) -> int | None:
+        slot = self._find(_mask_of(requesters, self.size, "requester"))
+        return None if slot is None else self.table[slot]
+
+    def grant(self, requesters: Iterable[int]) -> int | None:
+        """Grant the owner of the first requesting slot and move one slot past it."""
+        slot = self._find(_mask_of(requesters, self.size, "requester"))
+        if slot is None:
+            return None
+        self._position = (slot + 1) % len(self.table)
+        return self.table[slot]
+
+
+class Allocator:
+    """A separable crossbar allocator of round-robin arbiters (see the module docstring)."""
+
+    __slots__ = (
+        "_in_arbiters",
+        "_out_arbiters",
+        "input_first",
+        "iterations",
+        "n_inputs",
+        "n_outputs",
+    )
+
+    def __init__(
+        self, n_inputs: int, n_outputs: int, *, input_first: bool, iterations: int | None
+    ) -> None:
+        if n_inputs < 1 or n_outputs < 1:
+            raise ValueError(f"a crossbar needs ports on both sides, got {n_inputs}x{n_outputs}")
+        if iterations is not None and iterations < 1:
+            raise ValueError(f"iterations must be at least 1 or None, got {iterations}")
+        self.n_inputs = n_inputs
+        self.n_outputs = n_outputs
+        self.input_first = input_first
+        self.iterations = iterations
+        self._in_arbiters = [RoundRobinArbiter(n_outputs) for _ in range(n_inputs)]
+        self._out_arbiters = [RoundRobinArbiter(n_inputs) for _ in range(n_outputs)]
+
+    @property
+    def input_pointers(self) -> tuple[int, ...]:
+        """Each input arbiter's pointer (iSLIP's accept pointers)."""
+        return tuple(a.pointer for a in self._in_arbiters)
+
+    @property
+    def output_pointers(self) -> tuple[int, ...]:
+        """Each output arbiter's pointer (iSLIP's grant pointers)."""
+        return tuple(a.pointer for a in self._out_arbiters)
+
+    def allocate(
+        self, requests: Iterable[Pair], priority: Mapping[Pair, int] | None = None
+    ) -> dict[int, int]:
+        """One allocation: the matching as ``{input: output}``."""
+        by_input = [0] * self.n_inputs
+        by_output = [0] * self.n_outputs
+        for i, o in requests:
+            if not 0 <= i < self.n_inputs:
+                raise ValueError(f"input {i} is outside 0..{self.n_inputs - 1}")
+            if not 0 <= o < self.n_outputs:
+                raise ValueError(f"output {o} is outside 0..{self.n_outputs - 1}")
+            by_input[i] |= 1 << o
+            by_output[o] |= 1 << i
+        return self._allocate(by_input, by_output, priority)
+
+    def allocate_masks(
+        self, request_masks: Sequence[int], priority: Mapping[Pair, int] | None = None
+    ) -> dict[int, int]:
+        """:meth:`allocate` for requests held as masks: bit ``o`` of ``request_masks[i]`` set
+        when input ``i`` requests output ``o``, as a switch keeping VOQ occupancy can."""
+        if len(request_masks) != self.n_inputs:
+            raise ValueError(f"expected {self.n_inputs} request masks, got {len(request_masks)}")
+        by_output = [0] * self.n_outputs
+        for i, mask in enumerate(request_masks):
+            if mask >> self.n_outputs or mask < 0:
+                raise ValueError(f"input {i} requests outputs outside 0..{self.n_outputs - 1}")
+            rest = mask
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                by_output[low.bit_length() - 1] |= 1 << i
+        return self._allocate(list(request_masks), by_output, priority)
+
+    def _allocate(
+        self, by_input: list[int], by_output: list[int], priority: Mapping[Pair, int] | None
+    ) -> dict[int, int]:
+        step = self._input_first_round if self.input_first else self._output_first_round
+        matching: dict[int, int] = {}
+        free_in = (1 << self.n_inputs) - 1
+        free_out = (1 << self.n_outputs) - 1
+        first = True
+        rounds = 0
+        while self.iterations is None or rounds < self.iterations:
+            added = step(by_input, by_output, free_in, free_out, priority, first)
+            if not added:
+                break
+            for i, o in added:
+                matching[i] = o
+                free_in &= ~(1 << i)
+                free_out &= ~(1 << o)
+            first = False
+            rounds += 1
+        return matching
+
+    def _input_first_round(
+        self,
+        by_input: list[int],
+        by_output: list[int],
+        free_in: int,
+        free_out: int,
+        priority: Mapping[Pair, int] | None,
+        first: bool,
+    ) -> list[Pair]:
+        chosen_by = [0] * self.n_outputs
+        rest = free_in
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            i = low.bit_length() - 1
+            wanted = by_input[i] & free_out
+            if priority is not None:
+                wanted = _top_priority(wanted, lambda o, i=i: priority.get((i, o), 0))
+            o = self._in_arbiters[i].peek_mask(wanted)
+            if o is not None:
+                chosen_by[o] |= low
+        added: list[Pair] = []
+        for o, choosers in enumerate(chosen_by):
+            if priority is not None:
+                choosers = _top_priority(choosers, lambda i, o=o: priority.get((i, o), 0))
+            i = self._out_arbiters[o].peek_mask(choosers)
+            if i is None:
+                continue
+            added.append((i, o))
+            if first:
+                self._in_arbiters[i].advance_past(o)
+                self._out_arbiters[o].advance_past(i)
+        return added
+
+    def _output_first_round(
+        self,
+        by_input: list[int],
+        by_output: list[int],
+        free_in: int,
+        free_out: int,
+        priority: Mapping[Pair, int] | None,
+        first: bool,
+    ) -> list[Pair]:
+        granted_by = [0] * self.n_inputs
+        rest = free_out
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            o = low.bit_length() - 1
+            asking = by_output[o] & free_in
+            if priority is not None:
+                asking = _top_priority(asking, lambda i, o=o: priority.get((i, o), 0))
+            i = self._out_arbiters[o].peek_mask(asking)
+            if i is not None:
+                granted_by[i] |= low
+        added: list[Pair] = []
+        for i, grants in enumerate(granted_by):
+            if priority is not None:
+                grants = _top_priority(grants, lambda o, i=i: priority.get((i, o), 0))
+            o = self._in_arbiters[i].peek_mask(grants)
+            if o is None:
+                continue
+            added.append((i, o))
+            if first:
+                self._in_arbiters[i].advance_past(o)
+                self._out_arbiters[o].advance_past(i)
+        return added
+
+
+class RoundRobinAllocator(Allocator):
+    """Separable round-robin allocator, input first by default, run to convergence."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        n_inputs: int,
+        n_outputs: int,
+        *,
+        input_first: bool = True,
+        iterations: int | None = None,
+    ) -> None:
+        super().__init__(n_inputs, n_outputs, input_first=input_first, iterations=iterations)
+
+
+class ISlipAllocator(Allocator):
+    """McKeown's iSLIP: grant, then accept; ``iterations=None`` runs to convergence."""
+
+    __slots__ = ()
+
+    def __init__(self, n_inputs: int, n_outputs: int, iterations: int | None = 1) -> None:
+        super().__init__(n_inputs, n_outputs, input_first=False, iterations=iterations)
