@@ -181,6 +181,14 @@ class OutputPort:
         at ``t_leave`` (committed to its next port, or delivered) without having waited
         there. An unbounded buffer has nothing to account."""
 
+    def hold(self, msg: int) -> None:
+        """``msg``, arrived over this port, waits uncommitted in the buffer behind its far
+        end (a switch model's input buffer, or a blocked output's queue)."""
+
+    def release(self, msg: int, t_leave: float, now: float) -> None:
+        """``msg``, which waited in the buffer behind this port's far end (``hold``), is
+        committed at ``now`` to leave it at ``t_leave``."""
+
     def _arrived(self, ev: Hop) -> None:
         self.far.arrive(ev.msg, self)
 
@@ -277,7 +285,7 @@ class CreditedPort(OutputPort):
         ):
             if in_port is not None:
                 # It waits in the buffer behind the port it came over.
-                in_port.hold(msg)  # type: ignore[attr-defined]
+                in_port.hold(msg)
             queue.append(msg)
             self._came_over[msg] = in_port  # type: ignore[assignment]
             # A port already waiting decides when it is woken (or, with no credit on its
@@ -291,7 +299,7 @@ class CreditedPort(OutputPort):
         if in_port is not None:
             # Committed as it arrived: it passes through the buffer behind the port it came
             # over, and leaves it when its serialisation starts.
-            in_port.pass_through(msg, self.last_start, now)  # type: ignore[attr-defined]
+            in_port.pass_through(msg, self.last_start, now)
 
     def hold(self, msg: int) -> None:
         """``msg`` waits, uncommitted, in the buffer behind this port's far end."""
@@ -305,9 +313,7 @@ class CreditedPort(OutputPort):
         if self.queue:
             self._credit_back(t_back)
 
-    def _release_held(self, msg: int, t_leave: float, now: float) -> None:
-        """``msg``, which waited in the far buffer, is committed at ``now`` to leave it at
-        ``t_leave``."""
+    def release(self, msg: int, t_leave: float, now: float) -> None:
         t_back = self.credit.release(self.costs[msg], t_leave, now)
         if self.queue:
             self._credit_back(t_back)
@@ -360,7 +366,7 @@ class CreditedPort(OutputPort):
             came_over = self._came_over.pop(msg)
             if came_over is not None:
                 # As in ``send``: it leaves the buffer it waited in as it starts.
-                came_over._release_held(msg, self.last_start, now)
+                came_over.release(msg, self.last_start, now)
 
     def _passer(self) -> int:
         """The first queued message with credit that may pass all those ahead of it, its
