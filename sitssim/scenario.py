@@ -231,15 +231,36 @@ Topology = Annotated[
 # --- devices -----------------------------------------------------------------
 
 
+# An input buffer deeper than this is not a bound any device has; it still holds the whole
+# backlog of a saturation bench (tens of thousands of cells per input) many times over.
+MAX_INPUT_BUFFER = 2**20
+InputBuffer = count(1, MAX_INPUT_BUFFER)
+
+
 class SwitchParams(_Strict):
     arbitration: Time | list[Time] = Field(
         default=40.0, description="arbitration latency per switch level (one value or per level)"
     )
     vcs_per_port: Ports = 8
-    model: Literal["output_queued"] = Field(
+    model: Literal["output_queued", "input_queued"] = Field(
         default="output_queued",
         description="switch model: output_queued (an ideal output-queued switch, infinite "
-        "speedup: the arbitration latency is its only cost)",
+        "speedup: the arbitration latency is its only cost) or input_queued (bounded input "
+        "buffers, an allocator and a crossbar of speedup 1)",
+    )
+    voq: bool = Field(
+        default=False,
+        description="input_queued: one queue per output at each input (virtual output "
+        "queues) instead of one FIFO per input",
+    )
+    allocator: Literal["round_robin", "islip"] = Field(
+        default="round_robin",
+        description="input_queued: the crossbar allocator (separable input-first round "
+        "robin, or iSLIP)",
+    )
+    iterations: Ports = Field(default=1, description="input_queued: allocator rounds per matching")
+    input_buffer: InputBuffer = Field(
+        default=1024, description="input_queued: messages each input port's buffer holds"
     )
 
     def arbitration_ns(self, level: int) -> float:
@@ -348,6 +369,12 @@ class Scenario(_Strict):
             raise LocatedValueError(
                 ("topology", "link"),
                 f"unknown link profile {topo.link!r}; defined: {sorted(profiles)}",
+            )
+        if self.switch.model == "input_queued" and self.link_layer.credits.enabled:
+            # The input-queued model does not yet learn when a downstream credit returns.
+            raise LocatedValueError(
+                ("switch", "model"),
+                "input_queued switches do not take link_layer.credits yet; use output_queued",
             )
         tenants = [t.name for t in self.tenants]
         if len(set(tenants)) != len(tenants):

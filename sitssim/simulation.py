@@ -266,7 +266,7 @@ def simulate(
         wiring.schedule,
         wiring.flit_links,
         wiring.credit_links,
-        SWITCH_MODELS[scenario.switch.model],
+        SWITCH_MODELS[scenario.switch.model](scenario.switch),
     )
     for stage in stages:
         stage.start(transport)

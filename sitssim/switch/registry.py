@@ -1,11 +1,22 @@
 """Switch models by the name a scenario's ``switch.model`` gives them.
 
 A new switch model is one module (a ``Node`` subclass whose ``arrive(msg, in_port)`` is
-the model) and one line here; the scenario's ``switch.model`` field lists the names.
+the model) and one line here; the scenario's ``switch.model`` field lists the names. The
+transport builds every node with ``Node``'s signature, so each entry is a factory: from
+the scenario's ``switch`` section to the node class, its parameters fixed on the class.
 """
 
 from __future__ import annotations
 
-from sitssim.fabric.nodes import Node, OutputQueuedSwitch
+from collections.abc import Callable
 
-SWITCH_MODELS: dict[str, type[Node]] = {"output_queued": OutputQueuedSwitch}
+from sitssim.fabric.nodes import Node, OutputQueuedSwitch
+from sitssim.scenario import SwitchParams
+from sitssim.switch.input_queued import input_queued_model
+
+SWITCH_MODELS: dict[str, Callable[[SwitchParams], type[Node]]] = {
+    # An ideal output-queued switch has no parameters beyond its arbitration latency,
+    # which the fabric builder charges as the node's fixed latency.
+    "output_queued": lambda _params: OutputQueuedSwitch,
+    "input_queued": input_queued_model,
+}

@@ -19,7 +19,7 @@ from sitssim.fabric.nodes import Endpoint, Node, OutputQueuedSwitch
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import build_fabric
 from sitssim.fabric.transport import Transport
-from sitssim.scenario import scenario_from_data
+from sitssim.scenario import SwitchParams, scenario_from_data
 from sitssim.stages.base import empty_schedule
 from sitssim.switch.registry import SWITCH_MODELS
 
@@ -87,7 +87,7 @@ def test_switches_are_built_as_the_chosen_model_and_gpus_as_endpoints(
     for node in t.node_objects:
         assert type(node) is (Marked if kinds[node.name] == "switch" else Endpoint)
         assert node.latency_ns == fabric.node_latency_ns[node.name]
-    assert SWITCH_MODELS["output_queued"] is OutputQueuedSwitch
+    assert SWITCH_MODELS["output_queued"](SwitchParams()) is OutputQueuedSwitch
 
 
 def test_each_hop_picks_one_of_its_candidates_on_the_pinned_path(

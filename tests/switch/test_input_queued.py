@@ -1,0 +1,368 @@
+"""The input-queued switch model (``sitssim.switch.input_queued``).
+
+A star fabric: N sender GPUs, one switch, N receiver GPUs, equal links. The switch must
+deliver every message once, keep each buffer within its bound, keep each input's messages
+to one output in order, and show head-of-line blocking: FIFO inputs saturate near Karol,
+Hluchyj and Morgan's 0.750 / 0.655 / 0.618 (N = 2, 4, 8), VOQs with iSLIP near 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import simpy
+
+from sitssim.errors import InvariantViolation
+from sitssim.fabric.messages import KIND_DATA
+from sitssim.fabric.nodes import OutputQueuedSwitch
+from sitssim.fabric.routing import Router
+from sitssim.fabric.topology import build_fabric
+from sitssim.fabric.transport import Transport
+from sitssim.link.credit_link import CreditLink
+from sitssim.scenario import SwitchParams, scenario_from_data
+from sitssim.stages.base import empty_schedule
+from sitssim.switch.arbiter import ISlipAllocator, RoundRobinAllocator
+from sitssim.switch.input_queued import InputQueuedSwitch, input_queued_model
+from sitssim.switch.registry import SWITCH_MODELS
+
+CELL = 256
+# Karol, Hluchyj and Morgan (1987), Table I: FIFO saturation throughput by N.
+KAROL = {2: 0.750, 4: 0.655, 8: 0.618}
+
+
+def star(n: int, *, credits: bool = False, **switch: Any) -> Transport:
+    """N senders s<i> and N receivers r<j> around one input-queued switch ``sw``; with
+    ``credits``, every channel's far end advertises finite credits."""
+    nodes = [{"id": f"s{i}", "kind": "gpu"} for i in range(n)]
+    nodes += [{"id": f"r{i}", "kind": "gpu"} for i in range(n)]
+    nodes.append({"id": "sw", "kind": "switch"})
+    edges = [{"a": f"s{i}", "b": "sw"} for i in range(n)]
+    edges += [{"a": "sw", "b": f"r{i}"} for i in range(n)]
+    scenario = scenario_from_data(
+        {
+            "name": "star",
+            "duration": "1ms",
+            "topology": {"kind": "graph", "nodes": nodes, "edges": edges},
+            "links": {"default": {"rate": "64GT/s", "lanes": 16, "propagation": "5ns"}},
+            "switch": {"model": "input_queued", **switch},
+        }
+    )
+    fabric = build_fabric(scenario)
+    model = SWITCH_MODELS[scenario.switch.model](scenario.switch)
+    credit_links: list[CreditLink | None] | None = None
+    if credits:
+        credit_links = [CreditLink(c.id, 4, 64, 100.0, CELL) for c in fabric.channels]
+    return Transport(
+        simpy.Environment(),
+        fabric,
+        Router(fabric),
+        sorted(fabric.graph),
+        empty_schedule(),
+        credit_links=credit_links,
+        switch_model=model,
+    )
+
+
+def backlog(t: Transport, n: int, cells: int, seed: int) -> None:
+    """Every sender injects ``cells`` cells at t = 0, each to a uniform random receiver."""
+    dests = np.random.default_rng(seed).integers(n, size=(n, cells))
+    for i in range(n):
+        src = t.node_id[f"s{i}"]
+        for d in dests[i].tolist():
+            t.inject(src, t.node_id[f"r{d}"], CELL, 0, KIND_DATA, 0)
+
+
+def switch_of(t: Transport) -> InputQueuedSwitch:
+    node = t.node_objects[t.node_id["sw"]]
+    assert isinstance(node, InputQueuedSwitch)
+    return node
+
+
+def cell_time(t: Transport) -> float:
+    fabric = t.fabric
+    return CELL / fabric.channels[fabric.channel_index[("sw", "r0")]].bytes_per_ns
+
+
+def saturation(t: Transport, n: int) -> tuple[float, int]:
+    """Cells delivered per receiver per cell time while every input is backlogged, after a
+    10 % warm-up; and the fewest cells any input delivered in that window.
+
+    The window ends when the first input has sent its last cell: up to then every input
+    has a cell waiting (the senders inject at line rate, faster than the switch drains).
+    """
+    src = np.array(t.src)
+    done = np.array(t.t_deliver)
+    first = float(done.min())
+    end = min(float(done[src == t.node_id[f"s{i}"]].max()) for i in range(n))
+    warm = first + 0.1 * (end - first)
+    inside = (done > warm) & (done <= end)
+    per_input = min(int(inside[src == t.node_id[f"s{i}"]].sum()) for i in range(n))
+    return float(inside.sum()) / (n * (end - warm) / cell_time(t)), per_input
+
+
+# --- conservation, bounds, order -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "switch",
+    [
+        {},
+        {"voq": True},
+        {"voq": True, "allocator": "islip"},
+        {"voq": True, "allocator": "islip", "iterations": 3},
+    ],
+)
+def test_every_message_is_delivered_once_in_order_within_the_buffer_bound(
+    switch: dict[str, Any],
+) -> None:
+    n, cells, bound = 4, 400, 400
+    t = star(n, input_buffer=bound, **switch)
+    backlog(t, n, cells, seed=3)
+    t.run()
+    done = np.array(t.t_deliver)
+    assert not np.isnan(done).any()
+    assert len(done) == n * cells
+    sw = switch_of(t)
+    assert len(sw.in_ports) == n and len(sw.out_ports) == n
+    assert max(sw.peak) <= bound
+    # Queues did build up: the bound was tested, not idle.
+    assert max(sw.peak) > 10
+    # One input's cells to one output leave in arrival order, one cell time apart at least.
+    c = cell_time(t)
+    for s in set(t.src):
+        for d in set(t.dst):
+            mine = [m for m in range(len(done)) if t.src[m] == s and t.dst[m] == d]
+            gaps = np.diff(done[mine])
+            assert (gaps >= c * (1 - 1e-9)).all()
+
+
+def test_each_output_carries_one_cell_at_a_time() -> None:
+    n = 4
+    t = star(n, voq=True, allocator="islip", input_buffer=1000)
+    backlog(t, n, 300, seed=5)
+    t.run()
+    c = cell_time(t)
+    done = np.array(t.t_deliver)
+    dst = np.array(t.dst)
+    for d in set(t.dst):
+        times = np.sort(done[dst == d])
+        assert (np.diff(times) >= c * (1 - 1e-9)).all()
+
+
+def test_an_arrival_into_a_full_buffer_is_an_invariant_violation() -> None:
+    # Without credits nothing holds the senders back: FIFO inputs drain slower than line rate.
+    t = star(4, input_buffer=8)
+    backlog(t, 4, 200, seed=1)
+    with pytest.raises(InvariantViolation, match="buffer already holds 8 of 8"):
+        t.run()
+
+
+def test_outputs_with_credits_are_refused_rather_than_miscounted() -> None:
+    t = star(2, credits=True)
+    backlog(t, 2, 4, seed=0)
+    with pytest.raises(InvariantViolation, match="does not drive outputs with credits"):
+        t.run()
+
+
+def test_the_same_run_twice_gives_the_same_times() -> None:
+    runs = []
+    for _ in range(2):
+        t = star(4, voq=True, allocator="islip", input_buffer=1000)
+        backlog(t, 4, 200, seed=9)
+        t.run()
+        runs.append(list(t.t_deliver))
+    assert runs[0] == runs[1]
+
+
+# --- the switch's contract with its ports, with stand-in ports -------------------------
+
+
+class InPort:
+    channel = 7
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def hold(self, msg: int) -> None:
+        self.calls.append(("hold", msg))
+
+    def release(self, msg: int, t_leave: float, now: float) -> None:
+        self.calls.append(("release", msg, t_leave, now))
+
+    def pass_through(self, msg: int, t_leave: float, now: float) -> None:
+        self.calls.append(("pass_through", msg, t_leave, now))
+
+
+class OutPort:
+    """Takes one message per ``busy`` ns, as a serialiser would."""
+
+    def __init__(self, env: simpy.Environment, busy: float) -> None:
+        self.env = env
+        self.busy = busy
+        self.free_at = 0.0
+        self.last_start = 0.0
+        self.sent: list[tuple[int, object, float]] = []
+
+    def send(self, msg: int, in_port: object) -> None:
+        now = self.env.now
+        assert self.free_at <= now
+        self.last_start = now
+        self.free_at = now + self.busy
+        self.sent.append((msg, in_port, now))
+
+
+class Routing:
+    def __init__(self, out: OutPort) -> None:
+        self.out = out
+        self.asked: list[int] = []
+
+    def route(self, node: object, msg: int, in_port: object) -> OutPort:
+        self.asked.append(msg)
+        return self.out
+
+    def candidates(self, node: object, msg: int) -> tuple[OutPort, ...]:
+        return (self.out,)
+
+
+def test_a_message_is_held_routed_once_and_released_as_it_crosses() -> None:
+    env = simpy.Environment()
+    out = OutPort(env, busy=10.0)
+    routing = Routing(out)
+    in_a, in_b = InPort(), InPort()
+    model = input_queued_model(SwitchParams(model="input_queued", input_buffer=4))
+    # Messages 0..2 are for node 9, message 3 for the switch itself (node 3).
+    delivered: list[int] = []
+    sw = model(3, "sw", 40.0, routing, [9, 9, 9, 3], delivered.append, env)  # type: ignore[arg-type]
+    sw.arrive(0, in_a)  # type: ignore[arg-type]
+    sw.arrive(1, in_b)  # type: ignore[arg-type]
+    sw.arrive(2, in_a)  # type: ignore[arg-type]
+    assert in_a.calls == [("hold", 0), ("hold", 2)] and in_b.calls == [("hold", 1)]
+    assert out.sent == []  # allocation waits until every arrival of this instant is in
+    env.run()
+    # One output, three messages: one per busy period, the round-robin way between inputs.
+    assert [(m, t) for m, _, t in out.sent] == [(0, 0.0), (1, 10.0), (2, 20.0)]
+    # The switch accounts the input buffer itself, so the output is not told the input.
+    assert all(came is None for _, came, _ in out.sent)
+    assert in_a.calls[2:] == [("release", 0, 0.0, 0.0), ("release", 2, 20.0, 20.0)]
+    assert in_b.calls[1:] == [("release", 1, 10.0, 10.0)]
+    assert routing.asked == [0, 1, 2]
+    sw.arrive(3, in_b)  # type: ignore[arg-type]
+    assert delivered == [3]
+    assert in_b.calls[-1] == ("pass_through", 3, env.now, env.now)
+    assert routing.asked == [0, 1, 2]
+
+
+@pytest.mark.parametrize("switch", [{}, {"voq": True, "allocator": "islip"}])
+def test_one_matching_per_cell_time_not_one_wake_up_per_message(switch: dict[str, Any]) -> None:
+    woken = 0
+    params = SwitchParams(model="input_queued", input_buffer=5000, **switch)
+
+    class Counting(input_queued_model(params)):  # type: ignore[misc]
+        __slots__ = ()
+
+        def _allocate(self) -> None:
+            nonlocal woken
+            woken += 1
+            super()._allocate()
+
+    n, cells = 4, 500
+    t = star(n)
+    fabric = t.fabric
+    t = Transport(
+        simpy.Environment(),
+        fabric,
+        Router(fabric),
+        sorted(fabric.graph),
+        empty_schedule(),
+        switch_model=Counting,
+    )
+    backlog(t, n, cells, seed=2)
+    end = t.run()
+    # An allocation happens when an output it wants frees up: at most once per output per
+    # cell time of the busy switch (plus the first arrival). With FIFO inputs the outputs
+    # free up together, so once per cell time, far fewer than one per message; with VOQs
+    # they free up at staggered times, each waking the switch.
+    cell_times = math.ceil(end / cell_time(t))
+    if switch:
+        assert woken <= n * cell_times + 1
+    else:
+        assert woken <= cell_times + 1
+        assert woken < n * cells / 2
+
+
+# --- the registry and the parameters -----------------------------------------------------
+
+
+def test_the_registry_builds_each_model_from_the_switch_section() -> None:
+    assert SWITCH_MODELS["output_queued"](SwitchParams()) is OutputQueuedSwitch
+    params = SwitchParams(
+        model="input_queued", voq=True, allocator="islip", iterations=2, input_buffer=64
+    )
+    cls = SWITCH_MODELS["input_queued"](params)
+    assert issubclass(cls, InputQueuedSwitch)
+    assert (cls.voq, cls.allocator, cls.iterations, cls.input_buffer) == (True, "islip", 2, 64)
+    t = star(2, voq=True, allocator="islip", iterations=2)
+    t.inject(t.node_id["s0"], t.node_id["r1"], CELL, 0, KIND_DATA, 0)
+    t.inject(t.node_id["s1"], t.node_id["r0"], CELL, 0, KIND_DATA, 0)
+    t.run()
+    alloc = switch_of(t)._allocator
+    assert isinstance(alloc, ISlipAllocator) and alloc.iterations == 2
+    t = star(2)
+    t.inject(t.node_id["s0"], t.node_id["r1"], CELL, 0, KIND_DATA, 0)
+    t.run()
+    assert isinstance(switch_of(t)._allocator, RoundRobinAllocator)
+    assert SwitchParams().model == "output_queued"
+
+
+# --- head-of-line blocking ---------------------------------------------------------------
+
+
+def test_fifo_inputs_block_at_the_head_and_voqs_with_islip_do_not() -> None:
+    n, cells = 4, 3000
+    fifo = star(n, input_buffer=cells)
+    backlog(fifo, n, cells, seed=11)
+    fifo.run()
+    voq = star(n, voq=True, allocator="islip", input_buffer=cells)
+    backlog(voq, n, cells, seed=11)
+    voq.run()
+    fifo_rate, _ = saturation(fifo, n)
+    voq_rate, _ = saturation(voq, n)
+    assert fifo_rate < 0.70
+    assert voq_rate > 0.95
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", sorted(KAROL))
+def test_fifo_saturation_throughput_is_karols(n: int) -> None:
+    # 23,000 cells per input leave at least 20,000 per input in the window. Over 17 seeds
+    # (6 for N = 8) the measurement had a standard deviation of 0.0009 to 0.0015 and came
+    # within 0.0031 of Karol's value, so 0.01 is several deviations wide and still fails
+    # a model a few per cent off (no HOL blocking gives 1; a lost matching per cell time,
+    # less).
+    cells = 23_000
+    t = star(n, input_buffer=cells)
+    backlog(t, n, cells, seed=0)
+    t.run()
+    rate, per_input = saturation(t, n)
+    assert per_input >= 20_000
+    assert rate == pytest.approx(KAROL[n], abs=0.01)
+
+
+def test_a_scenario_asking_for_input_queued_switches_with_credits_is_bad_input() -> None:
+    """The model cannot drive credited outputs yet, so such a scenario is refused when it
+    is read (exit 2, located), never left to stop the run with an internal error."""
+    from sitssim.errors import InputError
+
+    data = {
+        "name": "iq_credits",
+        "duration": "1us",
+        "topology": {"kind": "fat_tree", "gpus": 8, "levels": 2, "radix": 4, "spines": 4},
+        "switch": {"model": "input_queued"},
+        "link_layer": {"credits": {"header_credits": 32}},
+    }
+    with pytest.raises(InputError, match="input_queued switches do not take") as caught:
+        scenario_from_data(data)
+    assert caught.value.field == "switch.model"
