@@ -98,3 +98,20 @@ def test_scale_benchmark_counts_hop_events_and_reports_its_ratio(tmp_path: Path)
     assert figures["ratio"] == pytest.approx(
         large["simulate_us_per_hop_event"] / small["simulate_us_per_hop_event"]
     )
+
+
+def test_switch_benchmark_runs_both_models_on_one_workload(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "bench_switch", BENCH.parent / "bench_switch.py"
+    )
+    assert spec is not None and spec.loader is not None
+    switch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(switch)
+    out = tmp_path / "switch.json"
+    assert switch.main(["--messages", "400", "--pairs", "2", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert len(figures["ratios"]) == 2
+    # Both models delivered every message (checked by the script), and the figure is the
+    # median of the pairs' ratios.
+    assert all(r > 0 for r in figures["ratios"])
+    assert figures["ratio"] == pytest.approx(sum(figures["ratios"]) / 2)
