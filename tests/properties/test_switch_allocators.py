@@ -190,3 +190,36 @@ class HeldRequests(RuleBasedStateMachine):
 
 
 TestHeldRequests = HeldRequests.TestCase
+
+
+@st.composite
+def uncontested_or_not(draw: st.DrawFn) -> tuple[Allocator, frozenset[Pair]]:
+    """An allocator in a random pointer state, and requests that half the time contest
+    nothing (each input one output, no output twice: a partial one-to-one map)."""
+    alloc, requests = draw(scenes(st.sampled_from((1, 2, None))))
+    if draw(st.booleans()):
+        outputs = draw(st.permutations(range(alloc.n_outputs)))
+        inputs = draw(st.lists(st.booleans(), min_size=alloc.n_inputs, max_size=alloc.n_inputs))
+        requests = frozenset(
+            (i, o) for (i, keep), o in zip(enumerate(inputs), outputs, strict=False) if keep
+        )
+    return alloc, requests
+
+
+@given(uncontested_or_not())
+def test_the_uncontested_shortcut_allocates_and_moves_pointers_as_the_rounds_do(
+    scene: tuple[Allocator, frozenset[Pair]],
+) -> None:
+    """``allocate_masks`` grants requests that contest nothing without running the rounds;
+    whatever the requests, it must give ``allocate``'s matching and leave every pointer
+    where ``allocate`` leaves it."""
+    alloc, requests = scene
+    reference = copy.deepcopy(alloc)
+    masks = [0] * alloc.n_inputs
+    for i, o in requests:
+        masks[i] |= 1 << o
+    contested = any(m & (m - 1) for m in masks) or len({o for _, o in requests}) < len(requests)
+    event("contested" if contested else "uncontested")
+    assert alloc.allocate_masks(masks) == reference.allocate(requests)
+    assert alloc.input_pointers == reference.input_pointers
+    assert alloc.output_pointers == reference.output_pointers
