@@ -329,30 +329,16 @@ class Allocator:
         priority: Mapping[Pair, int] | None,
         first: bool,
     ) -> list[Pair]:
-        chosen_by = [0] * self.n_outputs
-        rest = free_in
-        while rest:
-            low = rest & -rest
-            rest ^= low
-            i = low.bit_length() - 1
-            wanted = by_input[i] & free_out
-            if priority is not None:
-                wanted = _top_priority(wanted, lambda o, i=i: priority.get((i, o), 0))
-            o = self._in_arbiters[i].peek_mask(wanted)
-            if o is not None:
-                chosen_by[o] |= low
-        added: list[Pair] = []
-        for o, choosers in enumerate(chosen_by):
-            if priority is not None:
-                choosers = _top_priority(choosers, lambda i, o=o: priority.get((i, o), 0))
-            i = self._out_arbiters[o].peek_mask(choosers)
-            if i is None:
-                continue
-            added.append((i, o))
-            if first:
-                self._in_arbiters[i].advance_past(o)
-                self._out_arbiters[o].advance_past(i)
-        return added
+        return self._round(
+            by_input,
+            free_in,
+            free_out,
+            self._in_arbiters,
+            self._out_arbiters,
+            priority,
+            first,
+            lambda asker, asked: (asker, asked),
+        )
 
     def _output_first_round(
         self,
@@ -363,29 +349,55 @@ class Allocator:
         priority: Mapping[Pair, int] | None,
         first: bool,
     ) -> list[Pair]:
-        granted_by = [0] * self.n_inputs
-        rest = free_out
+        return self._round(
+            by_output,
+            free_out,
+            free_in,
+            self._out_arbiters,
+            self._in_arbiters,
+            priority,
+            first,
+            lambda asker, asked: (asked, asker),
+        )
+
+    @staticmethod
+    def _round(
+        asks: list[int],
+        free_askers: int,
+        free_asked: int,
+        asker_arbiters: list[RoundRobinArbiter],
+        asked_arbiters: list[RoundRobinArbiter],
+        priority: Mapping[Pair, int] | None,
+        first: bool,
+        pair: Callable[[int, int], Pair],
+    ) -> list[Pair]:
+        """One round of two steps, either way round: each free asker picks one free side it
+        asks for with its arbiter (inputs their outputs, or iSLIP's outputs their grants);
+        each side picked takes one of its pickers with its arbiter. ``pair(asker, asked)``
+        is the (input, output) pair; the matches come in the asked side's order."""
+        picked_by = [0] * len(asked_arbiters)
+        rest = free_askers
         while rest:
             low = rest & -rest
             rest ^= low
-            o = low.bit_length() - 1
-            asking = by_output[o] & free_in
+            a = low.bit_length() - 1
+            wanted = asks[a] & free_asked
             if priority is not None:
-                asking = _top_priority(asking, lambda i, o=o: priority.get((i, o), 0))
-            i = self._out_arbiters[o].peek_mask(asking)
-            if i is not None:
-                granted_by[i] |= low
+                wanted = _top_priority(wanted, lambda b, a=a: priority.get(pair(a, b), 0))
+            b = asker_arbiters[a].peek_mask(wanted)
+            if b is not None:
+                picked_by[b] |= low
         added: list[Pair] = []
-        for i, grants in enumerate(granted_by):
+        for b, pickers in enumerate(picked_by):
             if priority is not None:
-                grants = _top_priority(grants, lambda o, i=i: priority.get((i, o), 0))
-            o = self._in_arbiters[i].peek_mask(grants)
-            if o is None:
+                pickers = _top_priority(pickers, lambda a, b=b: priority.get(pair(a, b), 0))
+            a = asked_arbiters[b].peek_mask(pickers)
+            if a is None:
                 continue
-            added.append((i, o))
+            added.append(pair(a, b))
             if first:
-                self._in_arbiters[i].advance_past(o)
-                self._out_arbiters[o].advance_past(i)
+                asker_arbiters[a].advance_past(b)
+                asked_arbiters[b].advance_past(a)
         return added
 
 
