@@ -96,6 +96,14 @@ def _top_priority(mask: int, priority_of: Callable[[int], int]) -> int:
     return top
 
 
+def _asker_is_input(asker: int, asked: int) -> Pair:
+    return asker, asked
+
+
+def _asker_is_output(asker: int, asked: int) -> Pair:
+    return asked, asker
+
+
 class RoundRobinArbiter:
     """One resource's choice among ``size`` requesters, by a round-robin pointer."""
 
@@ -302,14 +310,34 @@ class Allocator:
     def _allocate(
         self, by_input: list[int], by_output: list[int], priority: Mapping[Pair, int] | None
     ) -> dict[int, int]:
-        step = self._input_first_round if self.input_first else self._output_first_round
         matching: dict[int, int] = {}
         free_in = (1 << self.n_inputs) - 1
         free_out = (1 << self.n_outputs) - 1
         first = True
         rounds = 0
         while self.iterations is None or rounds < self.iterations:
-            added = step(by_input, by_output, free_in, free_out, priority, first)
+            if self.input_first:
+                added = self._round(
+                    by_input,
+                    free_in,
+                    free_out,
+                    self._in_arbiters,
+                    self._out_arbiters,
+                    priority,
+                    first,
+                    _asker_is_input,
+                )
+            else:
+                added = self._round(
+                    by_output,
+                    free_out,
+                    free_in,
+                    self._out_arbiters,
+                    self._in_arbiters,
+                    priority,
+                    first,
+                    _asker_is_output,
+                )
             if not added:
                 break
             for i, o in added:
@@ -319,46 +347,6 @@ class Allocator:
             first = False
             rounds += 1
         return matching
-
-    def _input_first_round(
-        self,
-        by_input: list[int],
-        by_output: list[int],
-        free_in: int,
-        free_out: int,
-        priority: Mapping[Pair, int] | None,
-        first: bool,
-    ) -> list[Pair]:
-        return self._round(
-            by_input,
-            free_in,
-            free_out,
-            self._in_arbiters,
-            self._out_arbiters,
-            priority,
-            first,
-            lambda asker, asked: (asker, asked),
-        )
-
-    def _output_first_round(
-        self,
-        by_input: list[int],
-        by_output: list[int],
-        free_in: int,
-        free_out: int,
-        priority: Mapping[Pair, int] | None,
-        first: bool,
-    ) -> list[Pair]:
-        return self._round(
-            by_output,
-            free_out,
-            free_in,
-            self._out_arbiters,
-            self._in_arbiters,
-            priority,
-            first,
-            lambda asker, asked: (asked, asker),
-        )
 
     @staticmethod
     def _round(
