@@ -78,12 +78,16 @@ class Node:
     def arrive(self, msg: int, in_port: OutputPort) -> None:
         """``msg`` has crossed ``in_port`` into this node."""
         if self._dst[msg] == self.index:
-            now = self._env._now
-            # Delivered on arrival: it leaves the buffer behind ``in_port`` at once.
-            in_port.pass_through(msg, now, now)
-            self._deliver(msg)
+            self.take(msg, in_port)
         else:
             self.routing.route(self, msg, in_port).send(msg, in_port)
+
+    def take(self, msg: int, in_port: OutputPort) -> None:
+        """Deliver ``msg``, addressed to this node, on its arrival over ``in_port``: it
+        leaves the buffer behind ``in_port`` at once."""
+        now = self._env._now
+        in_port.pass_through(msg, now, now)
+        self._deliver(msg)
 
     def inject(self, msg: int) -> None:
         """Send ``msg``, whose source is this node, now."""

@@ -163,9 +163,7 @@ class InputQueuedSwitch(Node):
     def arrive(self, msg: int, in_port: OutputPort) -> None:
         """``msg`` has crossed ``in_port`` into this switch: deliver it, or buffer it."""
         if self._dst[msg] == self.index:
-            now = self._env._now
-            in_port.pass_through(msg, now, now)
-            self._deliver(msg)
+            self.take(msg, in_port)
             return
         i = self._input(in_port)
         o = self._output(self.routing.route(self, msg, in_port))
