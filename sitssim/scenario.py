@@ -370,12 +370,6 @@ class Scenario(_Strict):
                 ("topology", "link"),
                 f"unknown link profile {topo.link!r}; defined: {sorted(profiles)}",
             )
-        if self.switch.model == "input_queued" and self.link_layer.credits.enabled:
-            # The input-queued model does not yet learn when a downstream credit returns.
-            raise LocatedValueError(
-                ("switch", "model"),
-                "input_queued switches do not take link_layer.credits yet; use output_queued",
-            )
         tenants = [t.name for t in self.tenants]
         if len(set(tenants)) != len(tenants):
             raise LocatedValueError(("tenants",), "tenant names must be unique")

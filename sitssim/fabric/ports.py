@@ -60,6 +60,14 @@ class Receiver(Protocol):
     def arrive(self, msg: int, in_port: OutputPort) -> None: ...
 
 
+class CreditFeeder(Protocol):
+    """A switch model that commits messages to a :class:`CreditedPort` from buffers of its
+    own (``sitssim.switch.input_queued``) rather than through the port's queue."""
+
+    def credit_back(self, port: CreditedPort, t_back: float) -> None:
+        """An UpdateFC for ``port`` reaches its sender at ``t_back``."""
+
+
 class Hop:
     """A pre-triggered event carrying an integer: the lightest object SimPy's loop will step.
 
@@ -272,6 +280,9 @@ class CreditedPort(OutputPort):
         # place in that buffer when it starts.
         self._came_over: dict[int, CreditedPort | None] = {}
         self._woken_cbs = callbacks_of(self._woken)
+        # The switch model that drives this port from its own buffers, if any: it holds
+        # messages back for want of this port's credit, so it must hear of each return.
+        self.feeder: CreditFeeder | None = None
 
     def send(self, msg: int, in_port: OutputPort | None) -> None:
         now = self._env._now
@@ -312,11 +323,15 @@ class CreditedPort(OutputPort):
         # Only a port with messages waiting has anything to wake (most have none).
         if self.queue:
             self._credit_back(t_back)
+        if self.feeder is not None:
+            self.feeder.credit_back(self, t_back)
 
     def release(self, msg: int, t_leave: float, now: float) -> None:
         t_back = self.credit.release(self.costs[msg], t_leave, now)
         if self.queue:
             self._credit_back(t_back)
+        if self.feeder is not None:
+            self.feeder.credit_back(self, t_back)
 
     def _credit_back(self, t_back: float) -> None:
         """An UpdateFC reaches this port at ``t_back``: a port held up for credit waits for

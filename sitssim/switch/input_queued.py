@@ -26,13 +26,18 @@ for an allocation now (after the other events due now, so simultaneous arrivals 
 matched together), and an allocation that leaves messages waiting asks for the earliest
 time an output they want is free. A wake-up superseded by an earlier one is ignored.
 
+An output with credits towards the next node (a :class:`CreditedPort`) is requested only
+by heads whose credits are there (``CreditLink.fits``); a head refused for credit starts
+its class's stall there, as at an output-queued port, and is asked again when the next
+UpdateFC the port knows of arrives, or when the port tells the switch of one it did not
+know of (``credit_back``: the port's far buffer released a message). The crossing itself
+takes the credits through the port's ``send``, the one grant. The switch's own traffic
+(clock sync) enters the crossbar through a management input of its own, so every message
+an output carries went through the allocator and no output keeps a queue of its own.
+
 Ports are numbered in the order they first carry a message through the switch (the
 transport builds nodes before ports), and the allocator is rebuilt each time a new one
-appears, which happens only until every port has been used. The switch's own traffic
-(clock sync) enters its outputs directly, as through a management port beside the
-crossbar. Outputs with credits towards the next node are not driven yet: the switch would
-need to learn when a downstream credit returns, which today's ports tell only their own
-queue.
+appears, which happens only until every port has been used.
 """
 
 from __future__ import annotations
@@ -78,6 +83,8 @@ class InputQueuedSwitch(Node):
 
     __slots__ = (
         "_allocator",
+        "_credit_wait",
+        "_credited",
         "_eid",
         "_in_index",
         "_masks",
@@ -104,10 +111,11 @@ class InputQueuedSwitch(Node):
         env: simpy.Environment,
     ) -> None:
         super().__init__(index, name, latency_ns, routing, dst, deliver, env)
-        self.in_ports: list[OutputPort] = []
+        # in_ports[i] is None for the management input (``inject``).
+        self.in_ports: list[OutputPort | None] = []
         self.out_ports: list[OutputPort] = []
         self.peak: list[int] = []
-        self._in_index: dict[OutputPort, int] = {}
+        self._in_index: dict[OutputPort | None, int] = {}
         self._out_index: dict[OutputPort, int] = {}
         # _queues[i][q]: FIFO mode has one queue per input (q = 0) holding (msg, output);
         # VOQ mode one per output, holding (msg, output) too, so both drain alike.
@@ -116,6 +124,10 @@ class InputQueuedSwitch(Node):
         # Bit o of _masks[i]: input i has a message for output o at a queue head.
         self._masks: list[int] = []
         self._allocator: Allocator | None = None
+        # Bit o: output o has credits towards the next node; of those, the ones a head was
+        # refused for at the last allocation, with no return known then.
+        self._credited = 0
+        self._credit_wait = 0
         self._wake_at = math.inf
         self._queue = env._queue
         self._eid = env._eid
@@ -124,7 +136,7 @@ class InputQueuedSwitch(Node):
 
     # --- numbering ---------------------------------------------------------------
 
-    def _input(self, port: OutputPort) -> int:
+    def _input(self, port: OutputPort | None) -> int:
         i = self._in_index.get(port)
         if i is None:
             i = self._in_index[port] = len(self.in_ports)
@@ -139,13 +151,11 @@ class InputQueuedSwitch(Node):
     def _output(self, port: OutputPort) -> int:
         o = self._out_index.get(port)
         if o is None:
-            if isinstance(port, CreditedPort):
-                raise InvariantViolation(
-                    f"switch {self.name}: the input-queued model does not drive outputs with "
-                    "credits yet"
-                )
             o = self._out_index[port] = len(self.out_ports)
             self.out_ports.append(port)
+            if isinstance(port, CreditedPort):
+                self._credited |= 1 << o
+                port.feeder = self
             if self.voq:
                 for queues in self._queues:
                     queues.append(deque())
@@ -175,6 +185,16 @@ class InputQueuedSwitch(Node):
                 f"{self.input_buffer} messages"
             )
         in_port.hold(msg)
+        self._enqueue(msg, i, o, held)
+
+    def inject(self, msg: int) -> None:
+        """The switch's own ``msg`` enters the crossbar through the management input, whose
+        buffer is the switch's own memory: bounded by nothing upstream, so not checked."""
+        i = self._input(None)
+        o = self._output(self.routing.route(self, msg, None))
+        self._enqueue(msg, i, o, self._occupancy[i])
+
+    def _enqueue(self, msg: int, i: int, o: int, held: int) -> None:
         self._occupancy[i] = held + 1
         if held + 1 > self.peak[i]:
             self.peak[i] = held + 1
@@ -196,6 +216,10 @@ class InputQueuedSwitch(Node):
                 free |= 1 << o
         masks = self._masks
         requests = [m & free for m in masks]
+        starved = free & self._credited
+        if starved:
+            starved = self._refuse_without_credit(requests, starved, now)
+        self._credit_wait = starved
         granted = 0
         if any(requests):
             assert self._allocator is not None
@@ -214,6 +238,14 @@ class InputQueuedSwitch(Node):
         # speedup of 1 (an output left free and unmatched waits for the next cell time).
         t = math.inf
         o = 0
+        while starved:
+            if starved & 1:
+                f = outs[o].credit.next_return()  # type: ignore[attr-defined]
+                if f < t:
+                    t = f
+            starved >>= 1
+            o += 1
+        o = 0
         wanted |= granted
         while wanted:
             if wanted & 1:
@@ -223,6 +255,34 @@ class InputQueuedSwitch(Node):
             wanted >>= 1
             o += 1
         self._wake(t)
+
+    def _refuse_without_credit(self, requests: list[int], credited: int, now: float) -> int:
+        """Drop from ``requests`` each head whose credits at its (free, ``credited``) output
+        are not there, recording the refusal; return the outputs some head was refused."""
+        starved = 0
+        outs = self.out_ports
+        voq = self.voq
+        for i, req in enumerate(requests):
+            want = req & credited
+            while want:
+                bit = want & -want
+                want ^= bit
+                o = bit.bit_length() - 1
+                msg = self._queues[i][o if voq else 0][0][0]
+                port: CreditedPort = outs[o]  # type: ignore[assignment]
+                cost = port.costs[msg]
+                if not port.credit.fits(cost, now):
+                    port.credit.refused(cost, now)
+                    req ^= bit
+                    starved |= bit
+            requests[i] = req
+        return starved
+
+    def credit_back(self, port: CreditedPort, t_back: float) -> None:
+        """``port``'s far buffer released a message, whose UpdateFC arrives at ``t_back``:
+        allocate then if a head waits for that output's credit."""
+        if self._credit_wait >> self._out_index[port] & 1:
+            self._wake(t_back)
 
     def _cross(self, i: int, o: int, now: float) -> None:
         """Input ``i``'s head message for output ``o`` crosses the crossbar now."""
@@ -240,7 +300,8 @@ class InputQueuedSwitch(Node):
         # The switch accounts the input buffer itself: the output must not (``send`` with
         # an input port would pass the message through that buffer a second time).
         out.send(msg, None)
-        in_port.release(msg, out.last_start, now)
+        if in_port is not None:
+            in_port.release(msg, out.last_start, now)
 
     # --- the one wake-up ---------------------------------------------------------
 
