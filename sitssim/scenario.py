@@ -77,6 +77,7 @@ from sitssim.quantities import (
     Propagation,
     Rate,
     Seed,
+    Size,
     Time,
     count,
 )
@@ -261,6 +262,17 @@ class SwitchParams(_Strict):
     iterations: Ports = Field(default=1, description="input_queued: allocator rounds per matching")
     input_buffer: InputBuffer = Field(
         default=1024, description="input_queued: messages each input port's buffer holds"
+    )
+    forwarding: Literal["store_and_forward", "cut_through"] = Field(
+        default="store_and_forward",
+        description="store_and_forward (a message is forwarded once wholly in) or "
+        "cut_through (virtual cut-through: once its first cut_through_bytes are in, if its "
+        "output and credit are free; buffered whole only when blocked)",
+    )
+    cut_through_bytes: Size = Field(
+        default=256,
+        description="cut_through: how much of a message must have arrived before it may be "
+        "forwarded (default one 256 B flit, which must be checked before any of it is)",
     )
 
     def arbitration_ns(self, level: int) -> float:

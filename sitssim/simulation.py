@@ -30,7 +30,7 @@ from sitssim.scenario import Scenario
 from sitssim.spec.registry import RunContext, Verdict, judge_all
 from sitssim.stages.base import Finished, Stage, Wiring
 from sitssim.stages.registry import STAGES
-from sitssim.switch.registry import SWITCH_MODELS
+from sitssim.switch.registry import switch_model
 
 # Oracle comparisons allow for float rounding along a route's sum of delays.
 ORACLE_RTOL = 1e-9
@@ -87,7 +87,17 @@ def _messages_table(
             "t_inject_ns": t_inject,
             "t_deliver_ns": t_deliver,
             "latency_ns": t_deliver - t_inject,
-            "zero_load_ns": zero_load_latency_ns(fabric, router.routes, route, size),
+            "zero_load_ns": zero_load_latency_ns(
+                fabric,
+                router.routes,
+                route,
+                size,
+                {
+                    n.name: n.cut_through_bytes
+                    for n in transport.node_objects
+                    if n.cut_through_bytes
+                },
+            ),
             "hops": hops[route] if len(route) else np.zeros(0, dtype=np.int64),
             "route": route,
             "path": pd.Categorical.from_codes(route, categories=paths)
@@ -266,7 +276,7 @@ def simulate(
         wiring.schedule,
         wiring.flit_links,
         wiring.credit_links,
-        SWITCH_MODELS[scenario.switch.model](scenario.switch),
+        switch_model(scenario.switch),
     )
     for stage in stages:
         stage.start(transport)

@@ -26,7 +26,7 @@ the fabric is built (``sitssim.switch.registry``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     import simpy
@@ -56,6 +56,10 @@ class Node:
     """
 
     __slots__ = ("_deliver", "_dst", "_env", "index", "latency_ns", "name", "routing")
+
+    cut_through_bytes: ClassVar[int] = 0
+    """How much of a message must have arrived before the node may forward it by virtual
+    cut-through (``sitssim.fabric.ports``); 0: store-and-forward, the whole message."""
 
     def __init__(
         self,

@@ -31,6 +31,17 @@ hop tests for a feature it does not have:
 ``outages`` are intervals in which the channel cannot carry traffic (it is
 retraining): a message is not started if its serialisation would overlap one;
 it starts when the link is back.
+
+**Forwarding mode.** A far node that forwards by virtual cut-through (a switch whose
+profile says so) is told of a message once its first ``cut_through_bytes`` have
+arrived (:class:`TowardCutThrough`: the arrival event is the head's, and the tail's
+time is noted in the engine's ``t_tail`` column), except a message addressed to it,
+which it takes whole. A port leaving such a node (:class:`FromCutThrough`) may start
+a message before its tail is in, but cannot finish before it: its serialisation ends
+no earlier than the tail's arrival, so a message that found its output and credit
+free streams through, and one that was held up long enough leaves as from a
+store-and-forward buffer. The two are mixed into the port classes when the fabric is
+built (``transport.port_class``), so a store-and-forward fabric pays nothing for them.
 """
 
 from __future__ import annotations
@@ -162,8 +173,9 @@ class OutputPort:
                 start = up
         return start
 
-    def serialise(self, now: float, size: int) -> float:
-        """Take a message of ``size`` bytes at ``now``; return when it reaches the far node."""
+    def serialise(self, now: float, msg: int) -> float:
+        """Take ``msg`` at ``now``; return when it reaches the far node."""
+        size = self.sizes[msg]
         start = self.free_at if self.free_at > now else now
         service = size * self.inv_bw
         if self.outages:
@@ -178,7 +190,7 @@ class OutputPort:
     def send(self, msg: int, in_port: OutputPort | None) -> None:
         """Take ``msg``, which arrived over ``in_port`` (None: injected here), now."""
         now = self._env._now
-        t = self.serialise(now, self.sizes[msg])
+        t = self.serialise(now, msg)
         self.t_left[msg] = self.last_start
         self._push(
             self._queue, (now + (t - now), NORMAL, next(self._eid), Hop(self._arrived_cbs, msg))
@@ -215,7 +227,8 @@ class FlitPort(OutputPort):
         self.reverse: OutputPort | None = None
         self.recoveries_seen = 0
 
-    def serialise(self, now: float, size: int) -> float:
+    def serialise(self, now: float, msg: int) -> float:
+        size = self.sizes[msg]
         start = self.free_at if self.free_at > now else now
         service = size * self.inv_bw
         if self.outages:
@@ -236,6 +249,53 @@ class FlitPort(OutputPort):
         self.bytes += size
         self.messages += 1
         return start + deliver + self.fwd_delay
+
+
+class _TailColumn:
+    """``t_tail``: the engine's per-message column of when a message's tail has cleared the
+    fixed latency of the node it last reached through a :class:`TowardCutThrough` port."""
+
+    def __init__(self, *args: object, t_tail: list[float], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.t_tail = t_tail
+
+
+class TowardCutThrough(_TailColumn):
+    """Mixed into a port whose far node forwards by virtual cut-through (module docstring).
+
+    ``dst`` is the engine's destination column, ``head_bytes`` how much of a message the far
+    node needs before it can forward it.
+    """
+
+    def __init__(self, *args: object, dst: list[int], head_bytes: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.dst = dst
+        self.head_ns = head_bytes * self.inv_bw  # type: ignore[attr-defined]
+        self.far_index: int = self.far.index  # type: ignore[attr-defined]
+
+    def serialise(self, now: float, msg: int) -> float:
+        t = super().serialise(now, msg)  # type: ignore[misc]
+        self.t_tail[msg] = t
+        if self.dst[msg] == self.far_index:
+            return t
+        head: float = self.last_start + self.head_ns + self.fwd_delay  # type: ignore[attr-defined]
+        return head if head < t else t
+
+
+class FromCutThrough(_TailColumn):
+    """Mixed into a port whose near node forwards by virtual cut-through: a message's last
+    byte leaves no earlier than it arrived (``t_tail``, module docstring)."""
+
+    def serialise(self, now: float, msg: int) -> float:
+        tail = self.t_tail[msg]
+        t: float = super().serialise(now, msg)  # type: ignore[misc]
+        late: float = tail - self.free_at  # type: ignore[attr-defined]
+        if late > 0:
+            # The output stays the message's until its tail has come in and gone out.
+            self.free_at = tail
+            self.busy_ns += late  # type: ignore[has-type]
+            return t + late
+        return t
 
 
 def _may_pass(later: int, earlier: int) -> bool:

@@ -29,6 +29,7 @@ import gc
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 
 import simpy
 
@@ -38,8 +39,10 @@ from sitssim.fabric.nodes import Endpoint, Node, OutputQueuedSwitch
 from sitssim.fabric.ports import (
     CreditedPort,
     FlitPort,
+    FromCutThrough,
     Hop,
     OutputPort,
+    TowardCutThrough,
     callbacks_of,
 )
 from sitssim.fabric.routing import Router, TableRouting
@@ -83,11 +86,20 @@ class CreditedFlitPort(CreditedPort, FlitPort):
     """A credited port whose channel's flit errors are modelled too."""
 
 
-def port_class(flit: bool, credited: bool) -> type[OutputPort]:
-    """The port class of a channel with (or without) a flit model and credits."""
+@cache
+def port_class(
+    flit: bool, credited: bool, toward_cut_through: bool = False, from_cut_through: bool = False
+) -> type[OutputPort]:
+    """The port class of a channel with (or without) a flit model and credits, whose far
+    (near) node forwards by virtual cut-through or not."""
     if credited:
-        return CreditedFlitPort if flit else CreditedPort
-    return FlitPort if flit else OutputPort
+        base: type[OutputPort] = CreditedFlitPort if flit else CreditedPort
+    else:
+        base = FlitPort if flit else OutputPort
+    mixins = (TowardCutThrough,) * toward_cut_through + (FromCutThrough,) * from_cut_through
+    if not mixins:
+        return base
+    return type(f"{''.join(m.__name__ for m in mixins)}{base.__name__}", (*mixins, base), {})
 
 
 class Transport:
@@ -125,6 +137,8 @@ class Transport:
         self.t_deliver: list[float] = []
         self.t_left: list[float] = []
         """When each message's serialisation started on the port it last left."""
+        self.t_tail: list[float] = []
+        """When each message's tail cleared the last cut-through node it reached (ports)."""
         self._credit_of: list[Cost] = []
 
         self.ports: list[OutputPort] = []
@@ -185,13 +199,20 @@ class Transport:
             if credit is not None:
                 extra["credit"] = credit
                 extra["costs"] = self._credit_of
-            cls = port_class(flit is not None, credit is not None)
+            near, far = nodes[self.node_id[ch.src]], nodes[self.node_id[ch.dst]]
+            toward, away = far.cut_through_bytes > 0, near.cut_through_bytes > 0
+            if toward or away:
+                extra["t_tail"] = self.t_tail
+            if toward:
+                extra["dst"] = self.dst
+                extra["head_bytes"] = far.cut_through_bytes
+            cls = port_class(flit is not None, credit is not None, toward, away)
             self.ports.append(
                 cls(
                     ch.id,
                     ch.bytes_per_ns,
                     ch.propagation_ns,
-                    nodes[self.node_id[ch.dst]],
+                    far,
                     self.env,
                     self.size,
                     self.t_left,
@@ -234,6 +255,7 @@ class Transport:
         self.t_inject.append(self.env._now)
         self.t_deliver.append(math.nan)
         self.t_left.append(math.nan)
+        self.t_tail.append(0.0)
         if self._credit_model is not None:
             cost = self._costs.get((kind, size))
             if cost is None:

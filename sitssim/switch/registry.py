@@ -4,6 +4,8 @@ A new switch model is one module (a ``Node`` subclass whose ``arrive(msg, in_por
 the model) and one line here; the scenario's ``switch.model`` field lists the names. The
 transport builds every node with ``Node``'s signature, so each entry is a factory: from
 the scenario's ``switch`` section to the node class, its parameters fixed on the class.
+The forwarding mode (``switch.forwarding``) applies to every model alike: it is a class
+attribute the transport reads when it chooses each port's class.
 """
 
 from __future__ import annotations
@@ -20,3 +22,15 @@ SWITCH_MODELS: dict[str, Callable[[SwitchParams], type[Node]]] = {
     "output_queued": lambda _params: OutputQueuedSwitch,
     "input_queued": input_queued_model,
 }
+
+
+def switch_model(params: SwitchParams) -> type[Node]:
+    """The node class of every switch of a scenario whose ``switch`` section is ``params``."""
+    model = SWITCH_MODELS[params.model](params)
+    if params.forwarding == "cut_through":
+        model = type(
+            f"CutThrough{model.__name__}",
+            (model,),
+            {"__slots__": (), "cut_through_bytes": params.cut_through_bytes},
+        )
+    return model
