@@ -423,11 +423,14 @@ class CreditedPort(OutputPort):
             else:
                 if ready > now:
                     # Decide again when the port is free, if something may pass the head
-                    # then; if nothing can, wait for credit as well.
+                    # then; if nothing can, wait for credit as well: the head's class
+                    # stalls from the moment the port is free.
                     if PASSABLE[1 << (cost[0] % N_CLASSES)]:
                         self._wake(now)
-                    elif credit.returning:
-                        self._wake(credit.next_return())
+                    else:
+                        credit.refused(cost, ready)
+                        if credit.returning:
+                            self._wake(credit.next_return())
                     return
                 credit.refused(cost, now)
                 i = self._passer()

@@ -121,6 +121,31 @@ def test_a_recovery_takes_the_reverse_direction_down(
     assert t.t_left[back] == 500.0
 
 
+def test_a_busy_port_that_will_lack_credit_stalls_from_the_moment_it_is_free(
+    one_link_data: Callable[..., dict[str, Any]],
+) -> None:
+    # One header credit, 100 ns to come back: each message after the first waits, on an
+    # idle port, from the end of the one before until that one's credit is back. That wait
+    # is a stall even though the port was still busy when it learned it would have to.
+    fabric = one_link(one_link_data)
+    ab = fabric.channel_index[("a", "b")]
+    credits = [CreditLink(c.id, 1, 256, 100.0, SIZE) for c in fabric.channels]
+    t = transport(fabric, credit_links=credits)
+    msgs = [t.inject(0, 1, SIZE, 0, KIND_DATA, 0) for _ in range(3)]
+    t.run()
+    port = t.ports[ab]
+    service = SIZE * port.inv_bw
+    stalls = credits[ab].stalls
+    assert len(stalls) == 2
+    for k, (_, start, end, hdr, _) in enumerate(stalls):
+        # Message k + 1 was ready when message k had been serialised ...
+        assert start == pytest.approx(t.t_left[msgs[k]] + service)
+        # ... and went when message k's credit was back: its arrival plus the return.
+        assert end == pytest.approx(t.t_deliver[msgs[k]] + 100.0)
+        assert end == pytest.approx(t.t_left[msgs[k + 1]])
+        assert hdr == 1
+
+
 @pytest.mark.parametrize(("later", "earlier"), list(product(range(N_CLASSES), repeat=2)))
 def test_the_passing_table_is_the_ordering_table_without_relaxations(
     later: int, earlier: int
