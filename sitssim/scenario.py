@@ -65,6 +65,7 @@ from sitssim.config.phy_profile import (
 )
 from sitssim.config.synthetic_config import ProbeWorkload, SyntheticWorkload
 from sitssim.config.transaction_config import TransactionWorkload
+from sitssim.config.vc_quota_config import QuotaRuntimeUpdateFault, VcQuota
 from sitssim.errors import InputError, LocatedValueError, shown
 from sitssim.quantities import (
     MAX_FABRIC_LINKS,
@@ -223,8 +224,17 @@ class GraphTopology(_Strict):
     edges: list[GraphEdge] = Field(default_factory=list, max_length=MAX_FABRIC_LINKS)
 
 
+class Crossbar(_Strict):
+    """A reference bench for switch models: ``ports`` sender GPUs and ``ports`` receiver GPUs,
+    each on its own port of one switch, every link of profile ``link``."""
+
+    kind: Literal["crossbar"]
+    ports: Ports
+    link: str = "default"
+
+
 Topology = Annotated[
-    Union[FatTree, DirectRC, NVSwitchFabric, GraphTopology],  # noqa: UP007
+    Union[FatTree, DirectRC, NVSwitchFabric, GraphTopology, Crossbar],  # noqa: UP007
     Field(discriminator="kind"),
 ]
 
@@ -274,6 +284,11 @@ class SwitchParams(_Strict):
         description="cut_through: how much of a message must have arrived before it may be "
         "forwarded (default one 256 B flit, which must be checked before any of it is)",
     )
+    vc_quota: VcQuota | None = Field(
+        default=None,
+        description="the ports' VC quota tables (tenant -> slots per VC), loaded at link "
+        "training; none: no table, and switch.vc_quota is n/a",
+    )
 
     def arbitration_ns(self, level: int) -> float:
         """Arbitration latency of a switch at ``level`` (1 = leaf)."""
@@ -320,6 +335,7 @@ Fault = Annotated[
         TrainingPrbs,
         TrainingSymbols,
         SynchronizerFlopsFault,
+        QuotaRuntimeUpdateFault,
     ],
     Field(discriminator="kind"),
 ]
@@ -496,6 +512,7 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
     "direct_rc": DirectRC,
     "nvswitch": NVSwitchFabric,
     "graph": GraphTopology,
+    "crossbar": Crossbar,
     "synthetic": SyntheticWorkload,
     "probes": ProbeWorkload,
     "clock_step_back": ClockStepBack,
@@ -509,6 +526,7 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
     "pacing_ignores_hint": PacingIgnoresHintFault,
     **PHY_FAULT_KINDS,
     "synchronizer_flops": SynchronizerFlopsFault,
+    "quota_runtime_update": QuotaRuntimeUpdateFault,
 }
 
 

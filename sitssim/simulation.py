@@ -31,6 +31,7 @@ from sitssim.spec.registry import RunContext, Verdict, judge_all
 from sitssim.stages.base import Finished, Stage, Wiring
 from sitssim.stages.registry import STAGES
 from sitssim.switch.registry import switch_model
+from sitssim.switch.saturation import saturation_metrics
 
 # Oracle comparisons allow for float rounding along a route's sum of delays.
 ORACLE_RTOL = 1e-9
@@ -302,6 +303,12 @@ def simulate(
     clock.lap("tables")
     verdicts = judge_all(RunContext(tables=tables))
     metrics = _metrics(tables, bound, scenario, simulated_ns)
+    # A crossbar bench's measured saturation throughput; None (no section) on any other fabric.
+    saturation = saturation_metrics(
+        fabric, tables["messages"], tables["links"], np.asarray(transport.t_left, dtype=float)
+    )
+    if saturation is not None:
+        _merge_metrics(metrics, {"switch": saturation})
     for stage in stages:
         _merge_metrics(metrics, stage.metrics(run))
     clock.lap("judge")

@@ -29,6 +29,9 @@ from sitssim.simulation import simulate
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "scenarios").glob("*.yaml"))
 VIOLATIONS = sorted((ROOT / "scenarios" / "violations").glob("*.yaml"))
+# Reference benches (a switch model against a published result) are not spec examples:
+# each states in its header the verdicts it expects, some of them failures.
+REFERENCES = sorted((ROOT / "scenarios" / "reference").glob("*.yaml"))
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
@@ -80,6 +83,12 @@ def test_a_violation_report_is_its_golden_copy(path: Path, update_golden: bool) 
     check_golden(path, report_json(simulate(load_scenario(path))), update_golden)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("path", REFERENCES, ids=lambda p: p.stem)
+def test_a_reference_report_is_its_golden_copy(path: Path, update_golden: bool) -> None:
+    check_golden(path, report_json(simulate(load_scenario(path))), update_golden)
+
+
 def test_every_golden_report_belongs_to_a_shipped_scenario() -> None:
-    kept = {golden_path(p) for p in EXAMPLES + VIOLATIONS}
+    kept = {golden_path(p) for p in EXAMPLES + VIOLATIONS + REFERENCES}
     assert set(GOLDEN.rglob("*.json")) == kept

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sitssim.errors import LocatedValueError
 from sitssim.quantities import Interval, Size, Time, count
 
 DATA_CREDIT_BYTES: Final = 16
@@ -19,6 +20,9 @@ SPEC_MAX_UPDATE_INTERVAL_NS: Final = 30_000.0
 # 2^24 credits: a 256 MiB receive buffer at 16 B per data credit, beyond any device's.
 Credits = count(1, 2**24) | Literal["infinite"]
 
+NodeKind = Literal["gpu", "switch", "root_complex"]
+NODE_KINDS: Final[tuple[NodeKind, ...]] = ("gpu", "switch", "root_complex")
+
 
 class CreditProfile(BaseModel):
     """Receive buffers behind every link direction, advertised as P / NP / Cpl credits.
@@ -26,6 +30,11 @@ class CreditProfile(BaseModel):
     Each class gets ``header_credits`` and ``data_credits`` (16 B each); ``infinite`` is
     PCIe's InitFC value 0 and turns flow control off for that kind. A message holds credits
     for at most one ``max_payload`` TLP: longer messages stream through the buffer.
+
+    Credits are advertised by a link direction's receiver, so ``advertised_by`` names the
+    kinds of node whose receive buffers advertise them; a direction into any other kind
+    is not flow-controlled, as if its receiver advertised ``infinite`` (it never
+    back-pressures: a switch bench's receivers).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -35,6 +44,7 @@ class CreditProfile(BaseModel):
     max_payload: Size = 4096
     update_delay: Time = 10.0
     update_interval: Interval = SPEC_MAX_UPDATE_INTERVAL_NS
+    advertised_by: list[NodeKind] = Field(default_factory=lambda: list(NODE_KINDS), min_length=1)
 
     @model_validator(mode="after")
     def _holds_one_tlp(self) -> CreditProfile:
@@ -44,6 +54,9 @@ class CreditProfile(BaseModel):
                 f"data_credits {self.data_credits} cannot hold one {self.max_payload} B TLP "
                 f"(needs {needed} credits of {DATA_CREDIT_BYTES} B)"
             )
+        for k, kind in enumerate(self.advertised_by):
+            if kind in self.advertised_by[:k]:
+                raise LocatedValueError(("advertised_by", k), f"{kind!r} is listed twice")
         return self
 
     @property

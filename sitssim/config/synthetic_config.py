@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sitssim.errors import LocatedValueError
-from sitssim.quantities import Interval, Load, PositiveTime, Size, Time, number
+from sitssim.quantities import MAX_GPUS, Interval, Load, PositiveTime, Size, Time, number
 
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 
@@ -38,6 +38,9 @@ class SyntheticWorkload(_Strict):
     src: NodeName | None = None
     dst: NodeName | None = None
     sources: list[NodeName] | None = None
+    # uniform_random only: draw each destination from these GPUs (less the source itself)
+    # instead of from every other GPU, e.g. a crossbar bench's receivers.
+    destinations: list[NodeName] | None = Field(default=None, min_length=1, max_length=MAX_GPUS)
     arrivals: Literal["poisson", "periodic"] = "poisson"
     message_bytes: Size
     load: Load | None = None
@@ -67,6 +70,14 @@ class SyntheticWorkload(_Strict):
             raise LocatedValueError(
                 ("sources",), "'sources' does not apply to pattern 'pair'; 'src' is the source"
             )
+        if self.destinations is not None:
+            if self.pattern != "uniform_random":
+                raise LocatedValueError(
+                    ("destinations",), "'destinations' belongs to pattern 'uniform_random'"
+                )
+            for k, name in enumerate(self.destinations):
+                if name in self.destinations[:k]:
+                    raise LocatedValueError(("destinations", k), f"{name!r} is listed twice")
         if self.pattern != "hotspot":
             for key in ("hotspot", "hotspot_fraction"):
                 if key in self.model_fields_set:

@@ -7,7 +7,8 @@ Parallel links between the same two nodes (an NVSwitch plane reached by five
 NVLinks) are one trunk channel whose bandwidth is the sum of its members.
 
 Node names are stable and sortable: ``gpu0``…, ``rc0``, ``sw<level>.<index>``
-for fat-tree switches, ``nvs<plane>`` for NVSwitch planes.
+for fat-tree switches, ``nvs<plane>`` for NVSwitch planes; a crossbar's senders
+``in<i>``, receivers ``out<j>`` and switch ``xbar``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import networkx as nx
 
 from sitssim.link.encoding import payload_efficiency
 from sitssim.scenario import (
+    Crossbar,
     DirectRC,
     FatTree,
     GraphTopology,
@@ -160,6 +162,41 @@ def _nvswitch(topo: NVSwitchFabric, g: nx.Graph, scenario: Scenario) -> None:
             g.add_edge(gpu_name(i), f"nvs{p}", profile=topo.link, links=n)
 
 
+CROSSBAR_SWITCH = "xbar"
+
+
+def crossbar_sender(i: int) -> str:
+    return f"in{i}"
+
+
+def crossbar_receiver(j: int) -> str:
+    return f"out{j}"
+
+
+def _crossbar(topo: Crossbar, g: nx.Graph, scenario: Scenario) -> None:
+    # Senders and receivers are separate GPUs, so each switch port is only an input or
+    # only an output: an N x N switch, as the head-of-line blocking benches take it. The
+    # GPU index numbers senders first, so ``fabric.gpus`` lists them first.
+    g.add_node(CROSSBAR_SWITCH, kind="switch", level=1, index=0)
+    for first, role, name in (
+        (0, "sender", crossbar_sender),
+        (topo.ports, "receiver", crossbar_receiver),
+    ):
+        for i in range(topo.ports):
+            node = name(i)
+            g.add_node(node, kind="gpu", index=first + i, role=role)
+            g.add_edge(node, CROSSBAR_SWITCH, profile=topo.link, links=1)
+
+
+def crossbar_ends(fabric: Fabric) -> tuple[list[str], list[str]]:
+    """A crossbar fabric's sender and receiver GPUs, each in port order."""
+    roles = fabric.graph.nodes(data="role")
+    return (
+        [g for g in fabric.gpus if roles[g] == "sender"],
+        [g for g in fabric.gpus if roles[g] == "receiver"],
+    )
+
+
 def _graph(topo: GraphTopology, g: nx.Graph, scenario: Scenario) -> str | None:
     gpu_index = 0
     for i, node in enumerate(topo.nodes):
@@ -212,6 +249,7 @@ TOPOLOGY_BUILDERS: dict[type, TopologyBuilder] = {
     DirectRC: _direct_rc,
     NVSwitchFabric: _nvswitch,
     GraphTopology: _graph,
+    Crossbar: _crossbar,
 }
 _missing = set(get_args(get_args(Topology)[0])) - set(TOPOLOGY_BUILDERS)
 if _missing:

@@ -155,7 +155,12 @@ CATALOGUE: tuple[Clause, ...] = (
         "§3.3",
         "At most 8 VCs per port; a port's quota table sums to at most 64 slots and is "
         "never changed while running.",
-        modelled=False,
+        limits={
+            "slots": Limit("<=", "slots", 64.0),
+            "vcs": Limit("<=", "VCs", 8.0),
+            # Writes a running port's table took: the table is loaded at link training.
+            "updates": Limit("<=", "updates", 0.0),
+        },
     ),
     Clause(
         "switch.vc_tenants",

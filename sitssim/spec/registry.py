@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
-from sitssim.spec import clock_clauses, fabric_clauses, link_clauses, phy_clauses, token_clauses
+from sitssim.spec import (
+    clock_clauses,
+    fabric_clauses,
+    link_clauses,
+    phy_clauses,
+    switch_clauses,
+    token_clauses,
+)
 from sitssim.spec.catalogue import CLAUSES
 from sitssim.spec.clause import Clause, Limit
 from sitssim.spec.context import Judge, RunContext
@@ -42,6 +49,7 @@ JUDGE_TABLES: tuple[Mapping[str, Judge], ...] = (
     link_clauses.JUDGES,
     clock_clauses.JUDGES,
     fabric_clauses.JUDGES,
+    switch_clauses.JUDGES,
     token_clauses.JUDGES,
 )
 

@@ -1,5 +1,8 @@
 """The credits stage: a ``CreditLink`` per channel from ``link_layer.credits``, its tables.
 
+A channel is flow-controlled when credits are on and its receiver's kind is one of the
+profile's ``advertised_by``; the others get none (``None``: a plain port).
+
 The hot-path model is :mod:`sitssim.link.credit_link`; this module builds one per link
 direction, reads the stalls back as the ``credits`` table, and checks at the end of the
 run that every credit is back with its sender.
@@ -89,12 +92,15 @@ class CreditStage(Stage):
 
 
 def build_credit_stage(profile: CreditProfile, fabric: Fabric) -> CreditStage:
-    """A ``CreditLink`` per channel, or none (``None`` each) without a credits block."""
+    """A ``CreditLink`` per channel into a node that advertises credits; ``None`` for the
+    others, and for every channel without a credits block."""
     links: list[CreditLink | None] = [None] * len(fabric.channels)
     if profile.enabled:
         hdr = INFINITE if profile.header_credits == "infinite" else profile.header_credits
         data = INFINITE if profile.data_credits == "infinite" else profile.data_credits
         for ch in fabric.channels:
+            if fabric.node_kind(ch.dst) not in profile.advertised_by:
+                continue
             reverse = fabric.channels[fabric.channel_index[(ch.dst, ch.src)]]
             links[ch.id] = CreditLink(
                 channel=ch.id,

@@ -17,6 +17,7 @@ from sitssim.stages import (
     inference,
     phy,
     schedule,
+    switch_quota,
     transactions,
 )
 from sitssim.stages.base import StageSpec
@@ -31,6 +32,7 @@ STAGES: tuple[StageSpec, ...] = (
     clocks.STAGE,
     inference.STAGE,
     transactions.STAGE,
+    switch_quota.STAGE,
 )
 
 CHECKED: tuple[StageSpec, ...] = tuple(s for s in STAGES if s.checker is not None)

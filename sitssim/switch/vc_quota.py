@@ -4,8 +4,9 @@ Theory of operation
 -------------------
 A quota table gives every tenant of a port a number of slots on each of the port's virtual
 channels: a row per tenant, an entry per VC. Rows may be of different lengths (a missing
-entry is 0 slots); the longest row is the table's width, which is the number of VCs the
-table configures on the port, trailing zeros included.
+entry is 0 slots). The table's width is the number of VCs it configures on the port,
+trailing zeros included: the port's own VC count (``vcs``, the device's) or the longest
+row, whichever is larger, since a row longer than the port's VCs configures VCs beyond them.
 
 The table has two phases and one table of rules (:data:`TRANSITIONS`, ``(phase, event) ->
 (phase, action)``). While the port trains it is *settable*: :meth:`QuotaTable.update`
@@ -15,6 +16,12 @@ is refused, the table stays as it was, and the attempt is recorded with its time
 device that changes its quotas while running is a witness against ``switch.vc_quota``.
 Reaching L0 again after a retrain keeps the table and its first load time: it was loaded at
 link training and is not loaded again.
+
+A device implements a table of rules: a conforming one :data:`TRANSITIONS`, a faulty one
+(firmware that lets management rewrite quotas on a running port) :data:`RUNTIME_UPDATE`,
+which applies an update after load. Each update record says whether the table was loaded
+when the update came, so a judge sees a table changed while running from the device's
+history, not from knowing which device is faulty.
 
 The core does not know the spec's limits (8 VCs, 64 slots per port over all tenants and
 VCs). A table beyond them is valid input: it is loaded and used as given, never clamped,
@@ -30,10 +37,13 @@ VCs. We read the source's "VC reuse" as the mean number of tenants per VC in use
     vc_reuse = sum over tenants of |VCs(t)| / |union over tenants of VCs(t)|
 
 which is 1.0 when no two tenants share a VC and grows with sharing (6 tenants taking 3 of
-8 VCs each give 18 / 8 = 2.25). Figures the source reports for particular runs are results
-of their mapping, not constants here. When a scenario gives no explicit table,
-:func:`round_robin_table` builds one from a tenant list, the port's VC count and its slot
-budget.
+8 VCs each give 18 / 8 = 2.25). We read it so because the source's two figures fit it: 2
+tenants on 8 VCs need not share (1.0), and 6 tenants that each want requests and responses
+on VCs of their own cannot all have them, so they share. Figures the source reports for
+particular runs are results of their mapping, not constants here. The switch-quota stage
+reports each port's figure (``vc_quota_ports.vc_reuse``). When a scenario gives no
+explicit table, :func:`round_robin_table` builds one from a tenant list, the port's VC
+count and its slot budget.
 
 The slot arbitration hook :meth:`QuotaTable.weights` gives, per VC, each tenant's slots
 there: what a quota-weighted allocator consumes. Weights are computed once per change of
@@ -49,6 +59,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 __all__ = [
+    "RUNTIME_UPDATE",
     "TRANSITIONS",
     "Action",
     "Event",
@@ -101,6 +112,13 @@ TRANSITIONS: Final[Mapping[tuple[Phase, Event], tuple[Phase, Action]]] = Mapping
     }
 )
 
+Transitions = Mapping[tuple[Phase, Event], tuple[Phase, Action]]
+
+RUNTIME_UPDATE: Final[Transitions] = MappingProxyType(
+    {**TRANSITIONS, (Phase.LOADED, Event.UPDATE): (Phase.LOADED, Action.APPLY)}
+)
+"""A faulty device's rules: an update after load is applied, as before load."""
+
 
 @dataclass(frozen=True, slots=True)
 class UpdateRecord:
@@ -110,6 +128,8 @@ class UpdateRecord:
     tenant: Tenant
     slots: Row
     applied: bool
+    loaded: bool  # the table had been loaded (the port was running) when the update came
+    slot_sum_after: int  # the whole table's slots once the attempt was dealt with
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +143,10 @@ class QuotaFacts:
     vc_reuse: float | None  # None when no VC carries a slot
     loaded: bool
     loaded_at_ns: float | None
+    loaded_vcs: int | None  # the table as loaded at link training; None: never loaded
+    loaded_slot_sum: int | None
     updates_applied: int
+    updates_applied_loaded: int  # of those, applied to a loaded table: changed while running
     updates_refused: int
     first_refused_ns: float | None
 
@@ -140,16 +163,28 @@ def _row(slots: Iterable[int]) -> Row:
 class QuotaTable:
     """A port's tenants x VCs slot table: settable until :meth:`load`, fixed afterwards."""
 
-    def __init__(self, slots: Mapping[Tenant, Iterable[int]]) -> None:
+    def __init__(
+        self,
+        slots: Mapping[Tenant, Iterable[int]],
+        *,
+        vcs: int = 0,
+        transitions: Transitions = TRANSITIONS,
+    ) -> None:
+        if vcs < 0:
+            raise ValueError(f"a port has 0 or more VCs, not {vcs}")
         # Copied into tuples: a caller that later edits its own lists must not edit the table.
         self._rows: dict[Tenant, Row] = {tenant: _row(row) for tenant, row in slots.items()}
+        self._vcs = vcs
+        self._transitions = transitions
         self._phase = Phase.SETTABLE
         self._loaded_at_ns: float | None = None
+        self._loaded: tuple[int, int] | None = None  # (width, slot sum) at load
         self._updates: list[UpdateRecord] = []
         self._refresh()
 
     def _refresh(self) -> None:
-        self._width = max((len(row) for row in self._rows.values()), default=0)
+        self._width = max([self._vcs, *(len(row) for row in self._rows.values())])
+        self._slot_sum = sum(sum(row) for row in self._rows.values())
         per_vc: list[dict[Tenant, int]] = [{} for _ in range(self._width)]
         for tenant, row in self._rows.items():
             for vc, n in enumerate(row):
@@ -187,21 +222,23 @@ class QuotaTable:
 
     def load(self, t_ns: float) -> Action:
         """The port reached L0 at ``t_ns``; returns what the table did."""
-        self._phase, action = TRANSITIONS[self._phase, Event.LOAD]
+        self._phase, action = self._transitions[self._phase, Event.LOAD]
         if action is Action.LOAD:
             self._loaded_at_ns = t_ns
+            self._loaded = (self._width, self._slot_sum)
         return action
 
     def update(self, t_ns: float, tenant: Tenant, slots: Iterable[int]) -> Action:
         """Set ``tenant``'s row at ``t_ns``: applied before load, refused (and the table kept)
-        after; recorded either way."""
+        after by a conforming device; recorded either way."""
         row = _row(slots)
-        self._phase, action = TRANSITIONS[self._phase, Event.UPDATE]
+        loaded = self.loaded
+        self._phase, action = self._transitions[self._phase, Event.UPDATE]
         applied = action is Action.APPLY
-        self._updates.append(UpdateRecord(t_ns, tenant, row, applied))
         if applied:
             self._rows[tenant] = row
             self._refresh()
+        self._updates.append(UpdateRecord(t_ns, tenant, row, applied, loaded, self._slot_sum))
         return action
 
     def tenant_vcs(self) -> dict[Tenant, tuple[int, ...]]:
@@ -234,15 +271,19 @@ class QuotaTable:
 
     def facts(self) -> QuotaFacts:
         refused = [u for u in self._updates if not u.applied]
+        loaded_vcs, loaded_sum = self._loaded if self._loaded is not None else (None, None)
         return QuotaFacts(
             vcs=self._width,
             vcs_used=sum(1 for w in self._weights if w),
             tenants=len(self._rows),
-            slot_sum=sum(sum(row) for row in self._rows.values()),
+            slot_sum=self._slot_sum,
             vc_reuse=self.vc_reuse(),
             loaded=self.loaded,
             loaded_at_ns=self._loaded_at_ns,
+            loaded_vcs=loaded_vcs,
+            loaded_slot_sum=loaded_sum,
             updates_applied=len(self._updates) - len(refused),
+            updates_applied_loaded=sum(1 for u in self._updates if u.applied and u.loaded),
             updates_refused=len(refused),
             first_refused_ns=refused[0].t_ns if refused else None,
         )
@@ -274,6 +315,8 @@ def update_rows(tables: Mapping[int, QuotaTable]) -> list[dict[str, Any]]:
             "vcs": len(u.slots),
             "slot_sum": sum(u.slots),
             "applied": u.applied,
+            "loaded": u.loaded,
+            "table_slot_sum": u.slot_sum_after,
         }
         for port, table in tables.items()
         for u in table.updates

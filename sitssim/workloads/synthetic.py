@@ -9,7 +9,8 @@ Destination patterns follow Dally & Towles, *Principles and Practices of
 Interconnection Networks*, ch. 3, over GPU indices 0..N-1 (b = log2 N bits):
 
 =============== ==========================================================
-uniform_random  each message to a GPU drawn uniformly from the others
+uniform_random  each message to a GPU drawn uniformly from the others (or
+                from ``destinations``, less the source itself)
 permutation     a random derangement fixed for the run
 hotspot         a fraction of messages to one GPU, the rest uniform
 tornado         i -> (i + max(1, ceil(N/2) - 1)) mod N
@@ -129,6 +130,22 @@ def synthetic_endpoints(
     return sources, pair_dst, hotspot
 
 
+def synthetic_destinations(
+    i: int, wl: SyntheticWorkload, where: Locator, fabric: Fabric, sources: list[int]
+) -> list[int] | None:
+    """GPU indices of a workload's ``destinations`` (None: every GPU), checked against the
+    fabric and the sources (``InputError`` for a source left nowhere to send)."""
+    if wl.destinations is None:
+        return None
+    loc = ("workloads", i, "destinations")
+    dests = [_gpu_index(where, fabric, (*loc, k), d) for k, d in enumerate(wl.destinations)]
+    if len(dests) == 1 and dests[0] in sources:
+        raise where.error(
+            loc, f"{fabric.gpus[dests[0]]!r} is a source too, and sends to no one else"
+        )
+    return dests
+
+
 def _synthetic(
     i: int,
     wl: SyntheticWorkload,
@@ -140,6 +157,7 @@ def _synthetic(
     rng = component_rng(section.seed, "workload", wl.name or f"#{i}")
     n = len(fabric.gpus)
     sources, pair_dst, hotspot = synthetic_endpoints(i, wl, where, fabric)
+    dests = synthetic_destinations(i, wl, where, fabric, sources)
     fixed = None
     if wl.pattern not in ("pair", "uniform_random", "hotspot"):
         fixed = fixed_destinations(wl.pattern, n, rng)
@@ -161,6 +179,9 @@ def _synthetic(
             dst = np.full(count, pair_dst)
         elif fixed is not None:
             dst = np.full(count, fixed[s])
+        elif dests is not None:
+            others = np.array([d for d in dests if d != s])
+            dst = others[source_rng.integers(0, len(others), count)]
         else:
             dst = (s + 1 + source_rng.integers(0, n - 1, count)) % n
             if wl.pattern == "hotspot" and s != hotspot:
@@ -232,7 +253,8 @@ def check_schedule_workloads(section: ScheduleSection, fabric: Fabric, where: Lo
     long run's schedule is its biggest allocation, so the check must not build it)."""
     for i, wl in section.workloads:
         if isinstance(wl, SyntheticWorkload):
-            synthetic_endpoints(i, wl, where, fabric)
+            sources, _, _ = synthetic_endpoints(i, wl, where, fabric)
+            synthetic_destinations(i, wl, where, fabric, sources)
         else:
             probe_endpoints(i, wl, where, fabric)
 

@@ -229,3 +229,44 @@ def test_builder_output_is_stable_across_builds(
     second = build_fabric(scenario_from_data(fat_tree_data()))
     assert first.channels == second.channels
     assert sorted(first.graph.edges) == sorted(second.graph.edges)
+
+
+# --- crossbar -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ports", [1, 3, 8])
+def test_a_crossbar_puts_separate_senders_and_receivers_on_one_switch(ports: int) -> None:
+    from sitssim.fabric.topology import CROSSBAR_SWITCH, crossbar_ends
+
+    fabric = _fabric(
+        {"kind": "crossbar", "ports": ports, "link": "bench"},
+        links={"bench": {"rate": "32GT/s", "lanes": 8}},
+    )
+    senders, receivers = crossbar_ends(fabric)
+    assert senders == [f"in{i}" for i in range(ports)]
+    assert receivers == [f"out{j}" for j in range(ports)]
+    # Senders first in GPU order, so a pattern over GPU indices meets them first.
+    assert fabric.gpus == senders + receivers
+    assert fabric.switches == [CROSSBAR_SWITCH]
+    assert fabric.graph.nodes[CROSSBAR_SWITCH]["level"] == 1
+    assert fabric.root is None
+    g = fabric.graph
+    # Every GPU has exactly one link, to the switch: no GPU is both a sender and a receiver.
+    assert {frozenset(e) for e in g.edges} == {
+        frozenset((n, CROSSBAR_SWITCH)) for n in senders + receivers
+    }
+    assert len(fabric.channels) == 4 * ports
+    assert {c.profile for c in fabric.channels} == {"bench"}
+    assert len({c.bytes_per_ns for c in fabric.channels}) == 1
+
+
+def test_a_crossbar_needs_at_least_one_port_and_a_known_profile() -> None:
+    from sitssim.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        _fabric({"kind": "crossbar", "ports": 0})
+    assert caught.value.field == "topology.ports"
+    with pytest.raises(InputError) as caught:
+        _fabric({"kind": "crossbar", "ports": 2, "link": "fast"})
+    assert caught.value.field == "topology.link"
+    assert "unknown link profile 'fast'" in str(caught.value)

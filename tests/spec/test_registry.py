@@ -32,7 +32,6 @@ def test_every_modelled_clause_has_a_judge_and_no_other_does() -> None:
     modelled = {c.id for c in CATALOGUE if c.modelled}
     assert set(JUDGES) == modelled
     assert {c.id for c in CATALOGUE if not c.modelled} == {
-        "switch.vc_quota",
         "switch.vc_tenants",
         "switch.ecmp_weight",
     }
@@ -69,8 +68,8 @@ def test_a_judge_for_an_unknown_clause_is_refused() -> None:
 
 
 def test_a_judge_for_a_clause_marked_not_modelled_is_refused() -> None:
-    with pytest.raises(RegistryError, match=r"switch\.vc_quota, .* modelled=False"):
-        bind_judges(CLAUSES, (*JUDGE_TABLES, {"switch.vc_quota": _judge}))
+    with pytest.raises(RegistryError, match=r"switch\.vc_tenants, .* modelled=False"):
+        bind_judges(CLAUSES, (*JUDGE_TABLES, {"switch.vc_tenants": _judge}))
 
 
 def test_a_clause_judged_twice_is_refused() -> None:

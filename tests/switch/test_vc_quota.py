@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sitssim.switch.vc_quota import (
+    RUNTIME_UPDATE,
     TRANSITIONS,
     Action,
     Event,
@@ -162,7 +163,16 @@ def test_rows_carry_port_and_tenant() -> None:
     assert sum(r["slots"] for r in slots if r["port"] == 7) == 124
 
     assert update_rows(tables) == [
-        {"port": 3, "t_ns": 2.0, "tenant": "B", "vcs": 5, "slot_sum": 60, "applied": False}
+        {
+            "port": 3,
+            "t_ns": 2.0,
+            "tenant": "B",
+            "vcs": 5,
+            "slot_sum": 60,
+            "applied": False,
+            "loaded": True,
+            "table_slot_sum": 64,
+        }
     ]
 
 
@@ -205,3 +215,45 @@ def test_round_robin_refuses_meaningless_arguments() -> None:
     with pytest.raises(ValueError):
         round_robin_table(["A", "A"], vcs=8, slots=64)
     assert round_robin_table([], vcs=8, slots=64) == {}
+
+
+def test_the_table_spans_the_ports_vcs_and_a_longer_row_widens_it() -> None:
+    table = QuotaTable({"A": [16, 16]}, vcs=8)
+    assert (table.width, table.facts().vcs, table.facts().vcs_used) == (8, 8, 2)
+    assert len(table.slot_weights()) == 8
+    wider = QuotaTable({"A": [1] * 9}, vcs=8)
+    assert wider.facts().vcs == 9
+    # Replacing the only row with a shorter one keeps the port's own VCs.
+    table.update(0.0, "A", [4])
+    assert table.width == 8
+    with pytest.raises(ValueError):
+        QuotaTable({"A": [1]}, vcs=-1)
+
+
+def test_the_loaded_table_is_kept_beside_the_table_as_it_stands() -> None:
+    table = QuotaTable({"A": SEED_A}, vcs=8)
+    assert table.facts().loaded_slot_sum is None and table.facts().loaded_vcs is None
+    table.update(1.0, "B", [2])
+    table.load(10.0)
+    facts = table.facts()
+    assert (facts.loaded_vcs, facts.loaded_slot_sum) == (8, 66)
+    assert facts.updates_applied_loaded == 0
+
+
+def test_a_faulty_device_applies_an_update_while_running_and_says_so() -> None:
+    table = QuotaTable({"A": SEED_A}, vcs=8, transitions=RUNTIME_UPDATE)
+    assert table.update(1.0, "A", [8] * 8) is Action.APPLY
+    table.load(10.0)
+    assert table.update(20.0, "B", SEED_B) is Action.APPLY
+    assert table.rows()["B"] == tuple(SEED_B)
+    facts = table.facts()
+    # Loaded at 64 slots; running, it came to 124: the history shows when it changed.
+    assert (facts.loaded_slot_sum, facts.slot_sum) == (64, 124)
+    assert (facts.updates_applied, facts.updates_applied_loaded) == (2, 1)
+    assert [(u.loaded, u.applied, u.slot_sum_after) for u in table.updates] == [
+        (False, True, 64),
+        (True, True, 124),
+    ]
+    # The faulty rules differ from the spec's in exactly that one transition.
+    changed = {k for k in TRANSITIONS if TRANSITIONS[k] != RUNTIME_UPDATE[k]}
+    assert changed == {(Phase.LOADED, Event.UPDATE)}
