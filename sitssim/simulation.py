@@ -85,6 +85,7 @@ def _messages_table(
             "tenant": pd.Categorical.from_codes(
                 np.asarray(transport.tenant, dtype=np.int64), categories=tenants
             ),
+            "vc": np.asarray(transport.vc, dtype=np.int64),
             "t_inject_ns": t_inject,
             "t_deliver_ns": t_deliver,
             "latency_ns": t_deliver - t_inject,
@@ -278,6 +279,7 @@ def simulate(
         wiring.flit_links,
         wiring.credit_links,
         switch_model(scenario.switch),
+        wiring.message_vcs,
     )
     for stage in stages:
         stage.start(transport)

@@ -50,12 +50,13 @@ class RoutingFunction(Protocol):
 class Node:
     """One node of the fabric (module docstring).
 
-    ``dst`` is the engine's per-message destination column, ``deliver(msg)`` its delivery,
+    ``dst`` is the engine's per-message destination column, ``vc`` its virtual-channel column
+    (None: one VC, a node built outside a transport), ``deliver(msg)`` its delivery,
     and ``env`` its SimPy environment (read as ``env._now``, the attribute behind the
     ``now`` property, which is a Python call).
     """
 
-    __slots__ = ("_deliver", "_dst", "_env", "index", "latency_ns", "name", "routing")
+    __slots__ = ("_deliver", "_dst", "_env", "_vc", "index", "latency_ns", "name", "routing")
 
     cut_through_bytes: ClassVar[int] = 0
     """How much of a message must have arrived before the node may forward it by virtual
@@ -70,6 +71,8 @@ class Node:
         dst: list[int],
         deliver: Callable[[int], None],
         env: simpy.Environment,
+        *,
+        vc: list[int] | None = None,
     ) -> None:
         self.index = index
         self.name = name
@@ -78,6 +81,7 @@ class Node:
         self._dst = dst
         self._deliver = deliver
         self._env = env
+        self._vc = vc
 
     def arrive(self, msg: int, in_port: OutputPort) -> None:
         """``msg`` has crossed ``in_port`` into this node."""

@@ -324,9 +324,11 @@ class CreditedPort(OutputPort):
     docstring). Credits are kept per (VC, class) slot by the channel's ``CreditLink``; a
     message's cost ``(slot, hdr, data)`` is worked out once, at injection (``costs``).
 
-    Every message travels on VC 0 today, so the port keeps one queue and the ordering
-    table is applied across it; a switch model with several VCs keeps a queue per VC,
-    since ordering holds only within one."""
+    The port keeps one queue for every VC and applies the ordering table across it, so
+    at an endpoint's port (or an output-queued switch's) a message may wait behind another
+    VC's head short of credit, which real VCs would not make it do: a VC-aware port would
+    keep a queue per VC, since ordering holds only within one. The input-queued switch
+    keeps its buffers per VC and uses no port queue."""
 
     def __init__(
         self, *args: object, credit: CreditLink, costs: list[Cost], **kwargs: object

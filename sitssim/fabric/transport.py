@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 
@@ -119,7 +119,10 @@ class Transport:
         flit_links: list[FlitLink | None] | None = None,
         credit_links: list[CreditLink | None] | None = None,
         switch_model: type[Node] = OutputQueuedSwitch,
+        message_vcs: Sequence[Sequence[int]] | None = None,
     ) -> None:
+        """``message_vcs[tenant][class]``: the VC of a tenant's messages of a flow-control
+        class (``sitssim.switch.vc_quota.message_vcs``); None: every message on VC 0."""
         self.env = env
         self.fabric = fabric
         self.router = router
@@ -139,6 +142,9 @@ class Transport:
         """When each message's serialisation started on the port it last left."""
         self.t_tail: list[float] = []
         """When each message's tail cleared the last cut-through node it reached (ports)."""
+        self.vc: list[int] = []
+        """Each message's virtual channel, end to end."""
+        self._message_vcs = message_vcs
         self._credit_of: list[Cost] = []
 
         self.ports: list[OutputPort] = []
@@ -153,7 +159,7 @@ class Transport:
         self._credit_model = next((c for c in credit_links or () if c is not None), None)
         # One cost tuple per kind and size, shared by every such message: a tuple per
         # message would be garbage-collector work for nothing.
-        self._costs: dict[tuple[int, int], Cost] = {}
+        self._costs: dict[tuple[int, int, int], Cost] = {}
         self._on_deliver: dict[int, Callable[[int], None]] = {}
         self._listeners: list[list[Callable[[int], None]]] = [[] for _ in MESSAGE_KINDS]
 
@@ -182,7 +188,9 @@ class Transport:
         kind = self.fabric.graph.nodes[name]["kind"]
         latency = self.fabric.node_latency_ns[name]
         model = Endpoint if kind in ENDPOINT_KINDS else switch_model
-        return model(index, name, latency, self.routing, self.dst, self._deliver, self.env)
+        return model(
+            index, name, latency, self.routing, self.dst, self._deliver, self.env, vc=self.vc
+        )
 
     def _build_ports(
         self,
@@ -256,11 +264,13 @@ class Transport:
         self.t_deliver.append(math.nan)
         self.t_left.append(math.nan)
         self.t_tail.append(0.0)
+        vc = 0 if self._message_vcs is None else self._message_vcs[tenant][FC_CLASS_OF_KIND[kind]]
+        self.vc.append(vc)
         if self._credit_model is not None:
-            cost = self._costs.get((kind, size))
+            cost = self._costs.get((kind, size, vc))
             if cost is None:
-                cost = self._credit_model.cost(FC_CLASS_OF_KIND[kind], size)
-                self._costs[(kind, size)] = cost
+                cost = self._credit_model.cost(FC_CLASS_OF_KIND[kind], size, vc)
+                self._costs[(kind, size, vc)] = cost
             self._credit_of.append(cost)
         self._undelivered += 1
         self.node_objects[src].inject(msg)

@@ -70,6 +70,11 @@ class Wiring:
     flit_links: list[FlitLink | None] | None = None
     credit_links: list[CreditLink | None] | None = None
     recover: Recover | None = None
+    message_vcs: tuple[tuple[int, ...], ...] | None = None
+    """The VC of each tenant's messages of each flow-control class (``[tenant][class]``);
+    None: every message on VC 0."""
+    vcs: int = 1
+    """How many VCs the messages use: the credit pools of each channel."""
 
 
 @dataclass

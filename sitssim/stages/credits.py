@@ -91,9 +91,9 @@ class CreditStage(Stage):
                     )
 
 
-def build_credit_stage(profile: CreditProfile, fabric: Fabric) -> CreditStage:
-    """A ``CreditLink`` per channel into a node that advertises credits; ``None`` for the
-    others, and for every channel without a credits block."""
+def build_credit_stage(profile: CreditProfile, fabric: Fabric, vcs: int = 1) -> CreditStage:
+    """A ``CreditLink`` per channel into a node that advertises credits, with pools for
+    ``vcs`` VCs; ``None`` for the others, and for every channel without a credits block."""
     links: list[CreditLink | None] = [None] * len(fabric.channels)
     if profile.enabled:
         hdr = INFINITE if profile.header_credits == "infinite" else profile.header_credits
@@ -108,6 +108,7 @@ def build_credit_stage(profile: CreditProfile, fabric: Fabric) -> CreditStage:
                 data=data,
                 return_ns=reverse.propagation_ns + profile.update_delay,
                 max_payload=profile.max_payload,
+                vcs=vcs,
             )
     return CreditStage(links=links, fabric=fabric)
 
@@ -117,7 +118,7 @@ def credit_section(scenario: Scenario) -> CreditProfile:
 
 
 def _build(profile: CreditProfile, fabric: Fabric, wiring: Wiring, where: Locator) -> CreditStage:
-    stage = build_credit_stage(profile, fabric)
+    stage = build_credit_stage(profile, fabric, wiring.vcs)
     wiring.credit_links = stage.links
     return stage
 

@@ -27,12 +27,14 @@ STAGES: tuple[StageSpec, ...] = (
     cdc.STAGE,
     schedule.STAGE,
     flit.STAGE,
+    # Before the credits: it gives messages their VCs, and so the credit pools their count.
+    # It starts nothing on the transport, so it moves no event.
+    switch_quota.STAGE,
     credits.STAGE,
     collectives.STAGE,
     clocks.STAGE,
     inference.STAGE,
     transactions.STAGE,
-    switch_quota.STAGE,
 )
 
 CHECKED: tuple[StageSpec, ...] = tuple(s for s in STAGES if s.checker is not None)

@@ -38,6 +38,7 @@ import pandas as pd
 from sitssim.config.vc_quota_config import QuotaRuntimeUpdateFault, QuotaUpdate, VcQuota
 from sitssim.errors import Locator
 from sitssim.fabric.topology import Fabric
+from sitssim.link.credit_link import N_CLASSES
 from sitssim.phy.links import link_name
 from sitssim.protocol.ltssm_states import State
 from sitssim.scenario import Scenario
@@ -46,6 +47,7 @@ from sitssim.switch.vc_quota import (
     RUNTIME_UPDATE,
     TRANSITIONS,
     QuotaTable,
+    message_vcs,
     quota_rows,
     slot_rows,
     update_rows,
@@ -301,6 +303,11 @@ def _build(section: QuotaSection, fabric: Fabric, wiring: Wiring, where: Locator
     if section.quota is None:
         return Stage()
     ports = switch_ports(fabric)
+    # Messages take their tenant's VCs by the default table: one VC per message end to end,
+    # so every channel's credits are pooled per (VC, class) over the VCs it may carry.
+    default = QuotaTable(section.quota.table, vcs=section.vcs_per_port)
+    wiring.message_vcs = message_vcs(default, section.tenants, N_CLASSES)
+    wiring.vcs = 1 + max(vc for row in wiring.message_vcs for vc in row)
     return QuotaStage(ports, build_tables(section, ports), tuple(section.quota.updates))
 
 

@@ -4,9 +4,13 @@ Theory of operation
 -------------------
 A message that crosses an input port into the switch (after the switch's fixed latency,
 which the upstream port charges on the arrival event) is routed once, on arrival, and
-waits in that input's buffer; the switch delivers at once what is addressed to itself. A
-buffer is one FIFO per input or, with virtual output queues, one FIFO per (input, output)
-sharing the input's ``input_buffer`` messages. Upstream credits (``hold`` on arrival,
+waits in that input's buffer for its virtual channel (the engine's ``vc`` column); the
+switch delivers at once what is addressed to itself. Each (input, VC) buffer holds
+``input_buffer`` messages, as one FIFO or, with virtual output queues, one FIFO per output
+sharing them; upstream credits are pooled per (VC, class) to match. An input's request for
+an output stands for every VC head there that wants it; when the output is granted, the
+input's VCs take turns (round robin, from one past the VC that crossed last) among those
+heads, so a VC whose head is blocked holds back no other VC. Upstream credits (``hold`` on arrival,
 ``release`` when the message crosses) should keep a buffer from overflowing, so an arrival
 into a full buffer is an :class:`~sitssim.errors.InvariantViolation`; without credits the
 bound is only checked.
@@ -73,7 +77,8 @@ class InputQueuedSwitch(Node):
 
     A subclass made by :func:`input_queued_model` fixes the parameters as class attributes,
     since the transport builds every switch with ``Node``'s signature. ``peak[i]`` is the
-    most messages input ``i`` (``in_ports[i]``) has held at once.
+    most messages one VC's buffer of input ``i`` (``in_ports[i]``) has held at once, the
+    quantity ``input_buffer`` bounds.
     """
 
     voq: ClassVar[bool] = False
@@ -93,6 +98,8 @@ class InputQueuedSwitch(Node):
         "_push",
         "_queue",
         "_queues",
+        "_vc_masks",
+        "_vc_next",
         "_wake_at",
         "_woken_cbs",
         "in_ports",
@@ -109,20 +116,26 @@ class InputQueuedSwitch(Node):
         dst: list[int],
         deliver: Callable[[int], None],
         env: simpy.Environment,
+        *,
+        vc: list[int] | None = None,
     ) -> None:
-        super().__init__(index, name, latency_ns, routing, dst, deliver, env)
+        super().__init__(index, name, latency_ns, routing, dst, deliver, env, vc=vc)
         # in_ports[i] is None for the management input (``inject``).
         self.in_ports: list[OutputPort | None] = []
         self.out_ports: list[OutputPort] = []
         self.peak: list[int] = []
         self._in_index: dict[OutputPort | None, int] = {}
         self._out_index: dict[OutputPort, int] = {}
-        # _queues[i][q]: FIFO mode has one queue per input (q = 0) holding (msg, output);
-        # VOQ mode one per output, holding (msg, output) too, so both drain alike.
-        self._queues: list[list[deque[tuple[int, int]]]] = []
-        self._occupancy: list[int] = []
-        # Bit o of _masks[i]: input i has a message for output o at a queue head.
+        # _queues[i][vc][q]: FIFO mode has one queue per (input, VC) (q = 0) holding
+        # (msg, output); VOQ mode one per output, holding (msg, output) too, so both drain
+        # alike. VCs are added as messages of them first arrive.
+        self._queues: list[list[list[deque[tuple[int, int]]]]] = []
+        self._occupancy: list[list[int]] = []
+        # Bit o of _vc_masks[i][vc]: that VC of input i has a message for output o at a
+        # queue head; _masks[i] is their union, input i's request.
+        self._vc_masks: list[list[int]] = []
         self._masks: list[int] = []
+        self._vc_next: list[int] = []
         self._allocator: Allocator | None = None
         # Bit o: output o has credits towards the next node; of those, the ones a head was
         # refused for at the last allocation, with no return known then.
@@ -142,11 +155,23 @@ class InputQueuedSwitch(Node):
             i = self._in_index[port] = len(self.in_ports)
             self.in_ports.append(port)
             self.peak.append(0)
-            self._occupancy.append(0)
+            self._occupancy.append([])
+            self._vc_masks.append([])
             self._masks.append(0)
-            self._queues.append([deque() for _ in range(len(self.out_ports) if self.voq else 1)])
+            self._vc_next.append(0)
+            self._queues.append([])
             self._resize()
         return i
+
+    def _lanes(self, i: int, vc: int) -> list[deque[tuple[int, int]]]:
+        """The queues of input ``i``'s VC ``vc``, made (with those of the VCs below it) when
+        a message of it first arrives."""
+        queues = self._queues[i]
+        while len(queues) <= vc:
+            queues.append([deque() for _ in range(len(self.out_ports) if self.voq else 1)])
+            self._occupancy[i].append(0)
+            self._vc_masks[i].append(0)
+        return queues[vc]
 
     def _output(self, port: OutputPort) -> int:
         o = self._out_index.get(port)
@@ -158,7 +183,8 @@ class InputQueuedSwitch(Node):
                 port.feeder = self
             if self.voq:
                 for queues in self._queues:
-                    queues.append(deque())
+                    for lanes in queues:
+                        lanes.append(deque())
             self._resize()
         return o
 
@@ -177,31 +203,38 @@ class InputQueuedSwitch(Node):
             return
         i = self._input(in_port)
         o = self._output(self.routing.route(self, msg, in_port))
-        held = self._occupancy[i]
+        vc = 0 if self._vc is None else self._vc[msg]
+        lanes = self._lanes(i, vc)
+        held = self._occupancy[i][vc]
         if held >= self.input_buffer:
             raise InvariantViolation(
                 f"switch {self.name}: message {msg} arrived at input {i} (channel "
-                f"{in_port.channel}), whose buffer already holds {held} of "
+                f"{in_port.channel}), whose VC {vc} buffer already holds {held} of "
                 f"{self.input_buffer} messages"
             )
         in_port.hold(msg)
-        self._enqueue(msg, i, o, held)
+        self._enqueue(msg, i, vc, lanes, o, held)
 
     def inject(self, msg: int) -> None:
         """The switch's own ``msg`` enters the crossbar through the management input, whose
         buffer is the switch's own memory: bounded by nothing upstream, so not checked."""
         i = self._input(None)
         o = self._output(self.routing.route(self, msg, None))
-        self._enqueue(msg, i, o, self._occupancy[i])
+        vc = 0 if self._vc is None else self._vc[msg]
+        lanes = self._lanes(i, vc)
+        self._enqueue(msg, i, vc, lanes, o, self._occupancy[i][vc])
 
-    def _enqueue(self, msg: int, i: int, o: int, held: int) -> None:
-        self._occupancy[i] = held + 1
+    def _enqueue(
+        self, msg: int, i: int, vc: int, lanes: list[deque[tuple[int, int]]], o: int, held: int
+    ) -> None:
+        self._occupancy[i][vc] = held + 1
         if held + 1 > self.peak[i]:
             self.peak[i] = held + 1
-        queue = self._queues[i][o if self.voq else 0]
+        queue = lanes[o if self.voq else 0]
         queue.append((msg, o))
         if len(queue) == 1:
             # A new head is a new request: match it with whatever else arrives now.
+            self._vc_masks[i][vc] |= 1 << o
             self._masks[i] |= 1 << o
             self._wake(self._env._now)
 
@@ -217,8 +250,9 @@ class InputQueuedSwitch(Node):
         masks = self._masks
         requests = [m & free for m in masks]
         starved = free & self._credited
+        with_credit: dict[tuple[int, int], int] = {}
         if starved:
-            starved = self._refuse_without_credit(requests, starved, now)
+            starved = self._refuse_without_credit(requests, starved, now, with_credit)
         self._credit_wait = starved
         granted = 0
         if any(requests):
@@ -226,7 +260,7 @@ class InputQueuedSwitch(Node):
             grants = self._allocator.allocate_masks(requests)
             for i in sorted(grants):
                 o = grants[i]
-                self._cross(i, o, now)
+                self._cross(i, o, now, with_credit.get((i, o), -1))
                 granted |= 1 << o
         wanted = 0
         for m in masks:
@@ -256,25 +290,42 @@ class InputQueuedSwitch(Node):
             o += 1
         self._wake(t)
 
-    def _refuse_without_credit(self, requests: list[int], credited: int, now: float) -> int:
-        """Drop from ``requests`` each head whose credits at its (free, ``credited``) output
-        are not there, recording the refusal; return the outputs some head was refused."""
+    def _refuse_without_credit(
+        self,
+        requests: list[int],
+        credited: int,
+        now: float,
+        with_credit: dict[tuple[int, int], int],
+    ) -> int:
+        """Drop from ``requests`` each (input, output) whose heads for that (free,
+        ``credited``) output all lack their credits, recording each refusal; fill
+        ``with_credit[(i, o)]`` with the VCs (bits) whose head has them. Return the outputs
+        some head was refused."""
         starved = 0
         outs = self.out_ports
-        voq = self.voq
+        q = 0
         for i, req in enumerate(requests):
             want = req & credited
             while want:
                 bit = want & -want
                 want ^= bit
                 o = bit.bit_length() - 1
-                msg = self._queues[i][o if voq else 0][0][0]
+                if self.voq:
+                    q = o
                 port: CreditedPort = outs[o]  # type: ignore[assignment]
-                cost = port.costs[msg]
-                if not port.credit.fits(cost, now):
-                    port.credit.refused(cost, now)
+                credit, costs = port.credit, port.costs
+                ok = 0
+                for vc, vc_mask in enumerate(self._vc_masks[i]):
+                    if vc_mask & bit:
+                        cost = costs[self._queues[i][vc][q][0][0]]
+                        if credit.fits(cost, now):
+                            ok |= 1 << vc
+                        else:
+                            credit.refused(cost, now)
+                            starved |= bit
+                if not ok:
                     req ^= bit
-                    starved |= bit
+                with_credit[(i, o)] = ok
             requests[i] = req
         return starved
 
@@ -284,17 +335,36 @@ class InputQueuedSwitch(Node):
         if self._credit_wait >> self._out_index[port] & 1:
             self._wake(t_back)
 
-    def _cross(self, i: int, o: int, now: float) -> None:
-        """Input ``i``'s head message for output ``o`` crosses the crossbar now."""
-        queues = self._queues[i]
-        queue = queues[o if self.voq else 0]
+    def _cross(self, i: int, o: int, now: float, vcs: int) -> None:
+        """Input ``i``'s head message for output ``o`` on one of ``vcs`` (bits; -1: any)
+        crosses the crossbar now: the first such VC from input ``i``'s turn on."""
+        vc_masks = self._vc_masks[i]
+        n = len(vc_masks)
+        bit = 1 << o
+        vc = 0
+        if n > 1:
+            turn = self._vc_next[i]
+            for k in range(n):
+                v = (turn + k) % n
+                if vc_masks[v] & bit and vcs >> v & 1:
+                    vc = v
+                    break
+            self._vc_next[i] = (vc + 1) % n
+        queue = self._queues[i][vc][o if self.voq else 0]
         msg, _ = queue.popleft()
-        self._occupancy[i] -= 1
+        self._occupancy[i][vc] -= 1
         if self.voq:
             if not queue:
-                self._masks[i] &= ~(1 << o)
+                vc_masks[vc] &= ~bit
         else:
-            self._masks[i] = 1 << queue[0][1] if queue else 0
+            vc_masks[vc] = 1 << queue[0][1] if queue else 0
+        if n == 1:
+            self._masks[i] = vc_masks[0]
+        else:
+            mask = 0
+            for m in vc_masks:
+                mask |= m
+            self._masks[i] = mask
         out = self.out_ports[o]
         in_port = self.in_ports[i]
         # The switch accounts the input buffer itself: the output must not (``send`` with

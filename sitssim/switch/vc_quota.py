@@ -356,3 +356,24 @@ def round_robin_table(
             row[pair % vcs] = max(1, share + (pair < extra))
         table[tenant] = row
     return table
+
+
+def message_vcs(
+    table: QuotaTable, tenants: Sequence[Tenant], classes: int
+) -> tuple[tuple[int, ...], ...]:
+    """The VC each tenant's messages of each flow-control class travel on: ``[t][c]``.
+
+    A tenant uses the VCs where the table gives it slots (:meth:`QuotaTable.tenant_vcs`),
+    and its classes are dealt over them in order (class ``c`` on the ``c mod k``-th of its
+    ``k`` VCs), so a tenant with a VC per class keeps requests and completions apart and one
+    with a single VC sends them all on it. A tenant without a slot anywhere travels on VC 0,
+    as every message does without a table: the table shares a port's VCs, it does not decide
+    who may send.
+    """
+    vcs = table.tenant_vcs()
+    rows = []
+    for tenant in tenants:
+        mine = vcs.get(tenant) or (0,)
+        rows.append(tuple(mine[c % len(mine)] for c in range(classes)))
+    return tuple(rows)
+

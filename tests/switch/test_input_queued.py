@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -59,13 +60,19 @@ def transport_of(
     edges: list[dict[str, str]],
     credits: bool | CreditsOf,
     switch: dict[str, Any],
+    message_vcs: tuple[tuple[int, ...], ...] | None = None,
+    lanes: int = 16,
 ) -> Transport:
+    """``lanes``: of the links of edges marked ``"link": "narrow"``."""
     scenario = scenario_from_data(
         {
             "name": "star",
             "duration": "1ms",
             "topology": {"kind": "graph", "nodes": nodes, "edges": edges},
-            "links": {"default": {"rate": "64GT/s", "lanes": 16, "propagation": "5ns"}},
+            "links": {
+                "default": {"rate": "64GT/s", "lanes": 16, "propagation": "5ns"},
+                "narrow": {"rate": "64GT/s", "lanes": lanes, "propagation": "5ns"},
+            },
             "switch": {"model": "input_queued", **switch},
         }
     )
@@ -83,6 +90,7 @@ def transport_of(
         empty_schedule(),
         credit_links=credit_links,
         switch_model=model,
+        message_vcs=message_vcs,
     )
 
 
@@ -260,6 +268,88 @@ def test_a_switch_starved_of_credit_by_the_next_switch_is_woken_when_it_drains()
     # One cell per credit round trip at the tail: the tail's pace, not the head's.
     assert np.diff(np.sort(done)).min() >= 100.0
     returned_in_full(t)
+
+
+# --- virtual channels ------------------------------------------------------------------
+
+# Tenant 0 on VC 0, tenant 1 on VC 1, every class alike.
+TWO_VCS = ((0, 0, 0), (1, 1, 1))
+
+
+def one_path(vcs: int, hdr: int, message_vcs: tuple[tuple[int, ...], ...] | None) -> Transport:
+    """s0 -> sw -> r0, the switch's output credited ``hdr`` headers per (VC, class)."""
+    nodes = [{"id": i, "kind": "gpu"} for i in ("s0", "r0")] + [{"id": "sw", "kind": "switch"}]
+    edges = [{"a": "s0", "b": "sw"}, {"a": "sw", "b": "r0"}]
+
+    def credits(c: Channel) -> CreditLink:
+        return CreditLink(c.id, hdr if c.src == "sw" else 1000, 64_000, 100.0, CELL, vcs=vcs)
+
+    return transport_of(nodes, edges, credits, {"input_buffer": 64}, message_vcs)
+
+
+def inject_tenants(t: Transport, tenants: list[int]) -> None:
+    for tenant in tenants:
+        t.inject(t.node_id["s0"], t.node_id["r0"], CELL, tenant, KIND_DATA, 0)
+
+
+def test_a_vc_short_of_credit_holds_back_no_other_vc() -> None:
+    # One header credit per (VC, class) at the switch's output, 100 ns to come back. On one
+    # VC the output carries one cell per credit round trip; with the two tenants on VCs of
+    # their own, each VC has its own credit and the output carries two.
+    tenants = [k % 2 for k in range(40)]
+    shared = one_path(1, 1, None)
+    inject_tenants(shared, tenants)
+    shared.run()
+    apart = one_path(2, 1, TWO_VCS)
+    inject_tenants(apart, tenants)
+    apart.run()
+    assert set(apart.vc) == {0, 1} and set(shared.vc) == {0}
+    one = np.sort(np.array(shared.t_deliver))
+    two = np.sort(np.array(apart.t_deliver))
+    loop = 100.0 + cell_time(shared) + 5.0
+    assert np.diff(one) == pytest.approx([loop] * (len(one) - 1), abs=1e-6)
+    # Two cells per round trip: each cell two behind the other, one round trip later.
+    assert np.diff(two[::2]) == pytest.approx([loop] * (len(two[::2]) - 1), abs=1e-6)
+    assert two[-1] < 0.55 * one[-1]
+    returned_in_full(apart)
+
+
+def test_each_vc_has_its_own_buffer_bound() -> None:
+    # Eight header credits per (VC, class) towards the switch and input_buffer 8: two VCs
+    # may hold eight cells each at one input, never more in either.
+    nodes = [{"id": i, "kind": "gpu"} for i in ("s0", "r0")] + [{"id": "sw", "kind": "switch"}]
+    edges = [{"a": "s0", "b": "sw"}, {"a": "sw", "b": "r0"}]
+
+    def credits(c: Channel) -> CreditLink:
+        hdr = 8 if c.dst == "sw" else 1
+        return CreditLink(c.id, hdr, 64_000, 100.0, CELL, vcs=2)
+
+    t = transport_of(nodes, edges, credits, {"input_buffer": 8}, TWO_VCS)
+    inject_tenants(t, [k % 2 for k in range(60)])
+    t.run()
+    # Both VCs filled at once (a bound shared by the input would have been overrun, an
+    # InvariantViolation), each to its credits less the cell crossing as the next came in.
+    sw = switch_of(t)
+    assert sw.peak[0] in (7, 8)
+    assert np.isfinite(t.t_deliver).all()
+    returned_in_full(t)
+
+
+def test_vcs_at_one_input_take_turns_at_a_shared_output() -> None:
+    # Tenant 0's cells all come first, then tenant 1's, into an output of half the input's
+    # rate: both VCs fill at the input, and the output, granted to the input once per
+    # (output) cell time, serves its VCs in turn.
+    nodes = [{"id": i, "kind": "gpu"} for i in ("s0", "r0")] + [{"id": "sw", "kind": "switch"}]
+    edges = [{"a": "s0", "b": "sw"}, {"a": "sw", "b": "r0", "link": "narrow"}]
+    t = transport_of(nodes, edges, False, {"input_buffer": 64}, TWO_VCS, lanes=8)
+    inject_tenants(t, [0] * 20 + [1] * 20)
+    t.run()
+    order = [t.tenant[m] for m in np.argsort(np.array(t.t_deliver), kind="stable")]
+    # Until tenant 1's first cell is in, tenant 0's go alone; then the VCs alternate for
+    # as long as both hold cells, and tenant 1's last ones go alone.
+    both = order[order.index(1) - 1 : len(order) - order[::-1].index(0)]
+    assert len(both) >= 18
+    assert all(a != b for a, b in pairwise(both))
 
 
 def test_the_same_run_twice_gives_the_same_times() -> None:
@@ -469,3 +559,40 @@ def test_a_fat_tree_of_input_queued_switches_with_credits_runs_to_its_verdicts()
     stalls = result.tables["credits"]
     at_switches = stalls[stalls["link"].str.startswith("sw")]
     assert len(at_switches) > 0 and at_switches["end_ns"].notna().all()
+
+
+def test_tenants_travel_on_the_vcs_their_quota_gives_them_end_to_end() -> None:
+    """A quota table puts tenant a on VCs 0-2 (one per class) and b on VC 3: each message
+    carries its VC, the credits are pooled per (VC, class), and a's and b's stalls are
+    their own VCs'."""
+    from sitssim.simulation import simulate
+
+    data = {
+        "name": "iq_tenants",
+        "duration": "2us",
+        "tenants": [{"name": "a"}, {"name": "b"}],
+        "topology": {"kind": "fat_tree", "gpus": 8, "levels": 2, "radix": 4, "spines": 2},
+        "switch": {
+            "model": "input_queued",
+            "vc_quota": {"table": {"a": [16, 16, 16], "b": [0, 0, 0, 16]}},
+        },
+        "link_layer": {"credits": {"header_credits": 2, "data_credits": 256}},
+        "workloads": [
+            {
+                "kind": "synthetic",
+                "pattern": "uniform_random",
+                "message_bytes": "1KiB",
+                "load": 0.6,
+                "tenant": tenant,
+            }
+            for tenant in ("a", "b")
+        ],
+    }
+    result = simulate(scenario_from_data(data))
+    messages = result.tables["messages"]
+    assert messages["t_deliver_ns"].notna().all()
+    assert set(messages.loc[messages["tenant"] == "a", "vc"]) == {0}  # data is posted: VC 0
+    assert set(messages.loc[messages["tenant"] == "b", "vc"]) == {3}
+    stalls = result.tables["credits"]
+    assert {0, 3} <= set(stalls["vc"]) <= {0, 3}
+

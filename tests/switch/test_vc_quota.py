@@ -12,6 +12,7 @@ from sitssim.switch.vc_quota import (
     Phase,
     QuotaTable,
     QuotaTableError,
+    message_vcs,
     quota_rows,
     round_robin_table,
     slot_rows,
@@ -257,3 +258,13 @@ def test_a_faulty_device_applies_an_update_while_running_and_says_so() -> None:
     # The faulty rules differ from the spec's in exactly that one transition.
     changed = {k for k in TRANSITIONS if TRANSITIONS[k] != RUNTIME_UPDATE[k]}
     assert changed == {(Phase.LOADED, Event.UPDATE)}
+
+
+def test_tenants_classes_are_dealt_over_their_vcs() -> None:
+    table = QuotaTable({"a": [16, 16, 16, 16], "b": [0, 0, 0, 0, 12], "c": [0, 8, 0, 8]})
+    assert message_vcs(table, ["a", "b", "c", "d"], 3) == (
+        (0, 1, 2),  # a VC per class: requests and completions apart
+        (4, 4, 4),  # one VC: everything on it
+        (1, 3, 1),  # two VCs: the third class wraps round
+        (0, 0, 0),  # no slot anywhere: VC 0, as without a table
+    )
