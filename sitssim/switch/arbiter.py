@@ -273,16 +273,28 @@ class Allocator:
         when input ``i`` requests output ``o``, as a switch keeping VOQ occupancy can."""
         if len(request_masks) != self.n_inputs:
             raise ValueError(f"expected {self.n_inputs} request masks, got {len(request_masks)}")
-        asked = 0
-        contested = priority is not None
         for i, mask in enumerate(request_masks):
             if mask >> self.n_outputs or mask < 0:
                 raise ValueError(f"input {i} requests outputs outside 0..{self.n_outputs - 1}")
-            if mask & (mask - 1) or mask & asked:
+        return self.allocate_valid_masks(request_masks, priority)
+
+    def allocate_valid_masks(
+        self, request_masks: Sequence[int], priority: Mapping[Pair, int] | None = None
+    ) -> dict[int, int]:
+        """:meth:`allocate_masks` for masks known to be valid (one per input, each within the
+        outputs): a switch's own requests, checked by construction, on its hot path."""
+        asked = 0
+        contested = several = priority is not None
+        for mask in request_masks:
+            if mask & (mask - 1):
+                contested = several = True
+            elif mask & asked:
                 contested = True
             asked |= mask
         if not contested:
             return self._grant_all(request_masks)
+        if not several:
+            return self._grant_one_each(request_masks)
         by_output = [0] * self.n_outputs
         for i, mask in enumerate(request_masks):
             rest = mask
@@ -306,6 +318,28 @@ class Allocator:
                 self._in_arbiters[i].advance_past(o)
                 self._out_arbiters[o].advance_past(i)
         return matching
+
+    def _grant_one_each(self, request_masks: Sequence[int]) -> dict[int, int]:
+        """The allocation when every input asks for one output at most (FIFO inputs' heads),
+        some outputs asked by several. Either way round, the first round's outcome is each
+        asked output's arbiter choosing among its askers (an input's own arbiter has one
+        output to choose, and an input can be granted by one output only), pointers moved
+        one past the partner; a later round adds nothing, since a loser's one output is
+        taken."""
+        askers: dict[int, int] = {}
+        for i, mask in enumerate(request_masks):
+            if mask:
+                o = mask.bit_length() - 1
+                askers[o] = askers.get(o, 0) | (1 << i)
+        won: list[Pair] = []
+        for o in sorted(askers):
+            out_arbiter = self._out_arbiters[o]
+            i = out_arbiter.peek_mask(askers[o])
+            assert i is not None
+            out_arbiter.advance_past(i)
+            self._in_arbiters[i].advance_past(o)
+            won.append((i, o))
+        return dict(won)
 
     def _allocate(
         self, by_input: list[int], by_output: list[int], priority: Mapping[Pair, int] | None

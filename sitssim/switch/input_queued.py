@@ -26,9 +26,12 @@ setting of Karol, Hluchyj and Morgan's head-of-line blocking result (FIFO inputs
 at 0.750, 0.655, 0.618 for N = 2, 4, 8) and of McKeown's VOQs with iSLIP (about 100 %).
 
 The switch keeps one pending wake-up: an arrival that gives an input a new request asks
-for an allocation now (after the other events due now, so simultaneous arrivals are
-matched together), and an allocation that leaves messages waiting asks for the earliest
-time an output they want is free. A wake-up superseded by an earlier one is ignored.
+for an allocation when its output is free (now, if it is), and an allocation that leaves
+messages waiting asks for the earliest time an output they want is free. A wake-up
+superseded by an earlier one is ignored. A wake-up is stepped after every ordinary event
+due at its time (``AFTER_ARRIVALS``), whenever it was scheduled, so that every message
+arriving at that instant takes part in the matching, and none is left to the next cell
+time for having been scheduled later.
 
 An output with credits towards the next node (a :class:`CreditedPort`) is requested only
 by heads whose credits are there (``CreditLink.fits``); a head refused for credit starts
@@ -63,6 +66,9 @@ if TYPE_CHECKING:
     import simpy
 
     from sitssim.scenario import SwitchParams
+
+AFTER_ARRIVALS = NORMAL + 1
+"""The SimPy priority of an allocation: after the arrivals (``NORMAL``) due at its time."""
 
 AllocatorFactory = Callable[[int, int, int], Allocator]
 
@@ -201,10 +207,18 @@ class InputQueuedSwitch(Node):
         if self._dst[msg] == self.index:
             self.take(msg, in_port)
             return
-        i = self._input(in_port)
-        o = self._output(self.routing.route(self, msg, in_port))
+        # Once per message per switch: the numbering, the VC's queues and the wake-up are
+        # looked up here, and their slow paths (a first port, a first VC) called only then.
+        i = self._in_index.get(in_port)
+        if i is None:
+            i = self._input(in_port)
+        out = self.routing.route(self, msg, in_port)
+        o = self._out_index.get(out)
+        if o is None:
+            o = self._output(out)
         vc = 0 if self._vc is None else self._vc[msg]
-        lanes = self._lanes(i, vc)
+        queues = self._queues[i]
+        lanes = queues[vc] if vc < len(queues) else self._lanes(i, vc)
         held = self._occupancy[i][vc]
         if held >= self.input_buffer:
             raise InvariantViolation(
@@ -233,10 +247,17 @@ class InputQueuedSwitch(Node):
         queue = lanes[o if self.voq else 0]
         queue.append((msg, o))
         if len(queue) == 1:
-            # A new head is a new request: match it with whatever else arrives now.
+            # A new head is a new request: match it with whatever else arrives now, or, if
+            # its output is busy, when that output is free (an allocation now could not
+            # grant it, and any other request it would see has a wake-up of its own).
             self._vc_masks[i][vc] |= 1 << o
             self._masks[i] |= 1 << o
-            self._wake(self._env._now)
+            t = self.out_ports[o].free_at
+            now = self._env._now
+            if t < now:
+                t = now
+            if t < self._wake_at:
+                self._wake(t)
 
     # --- allocation --------------------------------------------------------------
 
@@ -244,9 +265,11 @@ class InputQueuedSwitch(Node):
         now = self._env._now
         outs = self.out_ports
         free = 0
-        for o, port in enumerate(outs):
+        bit = 1
+        for port in outs:
             if port.free_at <= now:
-                free |= 1 << o
+                free |= bit
+            bit <<= 1
         masks = self._masks
         requests = [m & free for m in masks]
         starved = free & self._credited
@@ -257,7 +280,7 @@ class InputQueuedSwitch(Node):
         granted = 0
         if any(requests):
             assert self._allocator is not None
-            grants = self._allocator.allocate_masks(requests)
+            grants = self._allocator.allocate_valid_masks(requests)
             for i in sorted(grants):
                 o = grants[i]
                 self._cross(i, o, now, with_credit.get((i, o), -1))
@@ -380,7 +403,9 @@ class InputQueuedSwitch(Node):
         if t < self._wake_at:
             self._wake_at = t
             # Pushed at ``t`` itself, so that the wake-up finds ``free_at <= now`` exactly.
-            self._push(self._queue, (t, NORMAL, next(self._eid), Hop(self._woken_cbs, 0)))
+            self._push(
+                self._queue, (t, AFTER_ARRIVALS, next(self._eid), Hop(self._woken_cbs, 0))
+            )
 
     def _woken(self, _ev: Hop) -> None:
         if self._wake_at != self._env._now:
