@@ -251,6 +251,18 @@ class FlitPort(OutputPort):
         return start + deliver + self.fwd_delay
 
 
+class ReleasesUpstream:
+    """Mixed into an uncredited port at a node that a credited channel feeds: a message
+    forwarded through it leaves the buffer behind the port it came over as it starts, so
+    that port's credits come back (a :class:`CreditedPort` does this itself; a plain port
+    has nothing upstream to tell, and pays nothing for it)."""
+
+    def send(self, msg: int, in_port: OutputPort | None) -> None:
+        super().send(msg, in_port)  # type: ignore[misc]
+        if in_port is not None:
+            in_port.pass_through(msg, self.last_start, self._env._now)  # type: ignore[attr-defined]
+
+
 class _TailColumn:
     """``t_tail``: the engine's per-message column of when a message's tail has cleared the
     fixed latency of the node it last reached through a :class:`TowardCutThrough` port."""

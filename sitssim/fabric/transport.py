@@ -42,6 +42,7 @@ from sitssim.fabric.ports import (
     FromCutThrough,
     Hop,
     OutputPort,
+    ReleasesUpstream,
     TowardCutThrough,
     callbacks_of,
 )
@@ -88,15 +89,22 @@ class CreditedFlitPort(CreditedPort, FlitPort):
 
 @cache
 def port_class(
-    flit: bool, credited: bool, toward_cut_through: bool = False, from_cut_through: bool = False
+    flit: bool,
+    credited: bool,
+    toward_cut_through: bool = False,
+    from_cut_through: bool = False,
+    fed_by_credits: bool = False,
 ) -> type[OutputPort]:
     """The port class of a channel with (or without) a flit model and credits, whose far
-    (near) node forwards by virtual cut-through or not."""
+    (near) node forwards by virtual cut-through or not, and whose near node is fed by a
+    credited channel or not."""
     if credited:
         base: type[OutputPort] = CreditedFlitPort if flit else CreditedPort
     else:
         base = FlitPort if flit else OutputPort
     mixins = (TowardCutThrough,) * toward_cut_through + (FromCutThrough,) * from_cut_through
+    # A credited port releases its upstream buffer itself.
+    mixins += (ReleasesUpstream,) * (fed_by_credits and not credited)
     if not mixins:
         return base
     return type(f"{''.join(m.__name__ for m in mixins)}{base.__name__}", (*mixins, base), {})
@@ -198,6 +206,11 @@ class Transport:
         credit_links: list[CreditLink | None] | None,
     ) -> None:
         nodes = self.node_objects
+        fed = {
+            ch.dst
+            for ch in self.fabric.channels
+            if credit_links is not None and credit_links[ch.id] is not None
+        }
         for ch in self.fabric.channels:
             flit = flit_links[ch.id] if flit_links is not None else None
             credit = credit_links[ch.id] if credit_links is not None else None
@@ -214,7 +227,7 @@ class Transport:
             if toward:
                 extra["dst"] = self.dst
                 extra["head_bytes"] = far.cut_through_bytes
-            cls = port_class(flit is not None, credit is not None, toward, away)
+            cls = port_class(flit is not None, credit is not None, toward, away, ch.src in fed)
             self.ports.append(
                 cls(
                     ch.id,
