@@ -21,7 +21,7 @@ from sitssim.fabric.ports import FromCutThrough, OutputPort, TowardCutThrough
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import build_fabric
 from sitssim.fabric.transport import Transport
-from sitssim.scenario import scenario_from_data
+from sitssim.scenario import Scenario, scenario_from_data
 from sitssim.simulation import simulate
 from sitssim.stages.base import empty_schedule
 from sitssim.switch.registry import switch_model
@@ -58,6 +58,11 @@ def chain(
             },
         }
     )
+    return transport(scenario)
+
+
+def transport(scenario: Scenario) -> Transport:
+    """A bare transport (no PHY, no stages) of ``scenario``'s fabric and switch model."""
     fabric = build_fabric(scenario)
     return Transport(
         simpy.Environment(),
@@ -147,15 +152,7 @@ def test_a_message_held_up_at_its_output_leaves_as_from_a_store_and_forward_buff
             "switch": {"forwarding": "cut_through", "arbitration": "40ns"},
         }
     )
-    fabric = build_fabric(scenario)
-    t = Transport(
-        simpy.Environment(),
-        fabric,
-        Router(fabric),
-        sorted(fabric.graph),
-        empty_schedule(),
-        switch_model=switch_model(scenario.switch),
-    )
+    t = transport(scenario)
     first, second = send(t, "s0", "r0"), send(t, "s1", "r0")
     t.run()
     b = bw(t, "sw", "r0")
