@@ -63,6 +63,7 @@ from sitssim.config.phy_profile import (
     TrainingPrbs,
     TrainingSymbols,
 )
+from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.config.synthetic_config import ProbeWorkload, SyntheticWorkload
 from sitssim.config.transaction_config import TransactionWorkload
 from sitssim.config.vc_quota_config import QuotaRuntimeUpdateFault, VcQuota
@@ -289,6 +290,23 @@ class SwitchParams(_Strict):
         description="the ports' VC quota tables (tenant -> slots per VC), loaded at link "
         "training; none: no table, and switch.vc_quota is n/a",
     )
+    multicast: bool = Field(
+        default=False,
+        description="capability: the switches send one message out of several outputs "
+        "(NVLink SHARP multicast), for the collectives layer to read; no switch model "
+        "implements it yet",
+    )
+    reduction: bool = Field(
+        default=False,
+        description="capability: the switches combine messages from several inputs into one "
+        "(in-switch reduction, NVLS/SHARP), for the collectives layer to read; no switch "
+        "model implements it yet",
+    )
+
+    def capabilities(self) -> SwitchCapabilities:
+        """What the switches can do beyond forwarding: the value a collectives section
+        carries, so the collectives code reads it without the scenario."""
+        return SwitchCapabilities(multicast=self.multicast, reduction=self.reduction)
 
     def arbitration_ns(self, level: int) -> float:
         """Arbitration latency of a switch at ``level`` (1 = leaf)."""
