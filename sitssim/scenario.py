@@ -271,6 +271,12 @@ class SwitchParams(_Strict):
         "robin, or iSLIP)",
     )
     iterations: Ports = Field(default=1, description="input_queued: allocator rounds per matching")
+    vc_arbiter: Literal["round_robin", "quota_weighted"] = Field(
+        default="round_robin",
+        description="input_queued: which of an input's VCs crosses to a granted output: in "
+        "turn, or by the slots the input port's quota table gives each VC (needs "
+        "switch.vc_quota)",
+    )
     input_buffer: InputBuffer = Field(
         default=1024, description="input_queued: messages each input port's buffer holds"
     )
@@ -415,6 +421,14 @@ class Scenario(_Strict):
             raise LocatedValueError(
                 ("topology", "link"),
                 f"unknown link profile {topo.link!r}; defined: {sorted(profiles)}",
+            )
+        if self.switch.vc_arbiter == "quota_weighted" and (
+            self.switch.model != "input_queued" or self.switch.vc_quota is None
+        ):
+            raise LocatedValueError(
+                ("switch", "vc_arbiter"),
+                "quota_weighted VC arbitration needs switch.model: input_queued and a "
+                "switch.vc_quota table",
             )
         tenants = [t.name for t in self.tenants]
         if len(set(tenants)) != len(tenants):

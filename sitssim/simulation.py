@@ -341,7 +341,7 @@ def simulate(
         wiring.schedule,
         wiring.flit_links,
         wiring.credit_links,
-        switch_model(scenario.switch),
+        switch_model(scenario.switch, wiring.vc_slots),
         wiring.message_vcs,
     )
     for stage in stages:

@@ -14,16 +14,27 @@ Nak-timeout and Recovery events) and ``credit_stall`` (1 while the sender has
 a class stalled for lack of flow-control credit). Those events happen on the
 traffic clock and are shifted by ``traffic_start_ns`` onto the PHY clock.
 
+With input-queued switches (the ``vc_occupancy`` table), one scope per switch
+(``switches.<switch>``) holds an integer signal ``<port>_vc<vc>`` per input buffer
+that held a message: its occupancy in messages, as it stands after each instant's
+changes (a message that arrives and crosses at one instant does not show). Those are
+traffic-clock times too. A run without PHY tables writes the file when it has
+switch occupancy; its time is then the traffic clock (``traffic_start_ns`` is 0).
+
 Time is the PHY clock (0 = the reset) in picoseconds. The file is written from
 the run's tables only, and carries no wall-clock date, so it is reproducible.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from vcd import VCDWriter
 
@@ -39,6 +50,11 @@ def _ps(t_ns: float) -> int:
 
 def _scope(link: str) -> str:
     return "links." + link.replace(".", "_")
+
+
+def _signal_name(name: str) -> str:
+    """A node or port name as a VCD identifier: only letters, digits and '_'."""
+    return re.sub(r"[^0-9A-Za-z_]", "_", name).strip("_")
 
 
 def _channel_changes(
@@ -63,10 +79,42 @@ def _channel_changes(
     return out
 
 
+def _occupancy_changes(
+    occupancy: pd.DataFrame, traffic_start_ns: float, writer: VCDWriter
+) -> Iterator[tuple[int, int, str, Any]]:
+    """Register a signal per switch buffer of ``occupancy`` now (a VCD declares every
+    signal before its first change); return its changes in time order, for the merge with
+    the other changes. A saturated switch changes its buffers at every cell time, so the
+    rows stay in arrays and become change tuples one at a time, never all at once."""
+    lanes = occupancy.groupby(["switch", "port", "vc"], sort=True)
+    signals = [
+        writer.register_var(
+            "switches." + _signal_name(switch),
+            f"{_signal_name(port)}_vc{vc}",
+            "integer",
+            size=32,
+            init=0,
+        )
+        for switch, port, vc in lanes.size().index
+    ]
+    lane = lanes.ngroup().to_numpy()
+    # As _ps rounds, element by element.
+    t_ps = np.round((occupancy["t_ns"].to_numpy(dtype=float) + traffic_start_ns) * _PS_PER_NS)
+    values = occupancy["occupancy"].to_numpy()
+    order = np.argsort(t_ps, kind="stable").tolist()
+    return ((int(t_ps[k]), -1, "", (signals[lane[k]], int(values[k]))) for k in order)
+
+
 def write_vcd(tables: dict[str, pd.DataFrame], path: Path, traffic_start_ns: float = 0.0) -> bool:
-    """Write the waves of ``tables`` to ``path``; False (nothing written) without PHY tables."""
+    """Write the waves of ``tables`` to ``path``; False (nothing written) without PHY
+    tables or switch occupancy."""
     states = tables.get("link_states")
-    if states is None or states.empty:
+    if states is None:
+        states = pd.DataFrame(columns=["link", "state_id", "t_enter_ns", "state"])
+    occupancy = tables.get("vc_occupancy")
+    if occupancy is None:
+        occupancy = pd.DataFrame(columns=["switch", "port", "vc", "t_ns", "occupancy"])
+    if states.empty and occupancy.empty:
         return False
     channel_changes = _channel_changes(tables, traffic_start_ns)
     windows = tables.get("ber_windows", pd.DataFrame(columns=["link", "t_ns", "bits", "errors"]))
@@ -100,7 +148,9 @@ def write_vcd(tables: dict[str, pd.DataFrame], path: Path, traffic_start_ns: flo
             out,
             timescale="1 ps",
             date="",
-            comment="sitssim PHY waves; time = PHY clock (0 = reset)",
+            comment="sitssim PHY waves; time = PHY clock (0 = reset)"
+            if len(states)
+            else "sitssim waves; time = traffic clock",
             version=f"sitssim {__version__}",
         ) as writer,
     ):
@@ -121,12 +171,13 @@ def write_vcd(tables: dict[str, pd.DataFrame], path: Path, traffic_start_ns: flo
                 "credit_stall": writer.register_var(scope, "credit_stall", "wire", size=1, init=0),
             }
             for t, signal, value in channel_changes[name]:
-                changes.append((t, -1, signal, (channel, value)))
+                changes.append((t, -1, signal, (channel[signal], value)))
         changes.sort(key=lambda c: (c[0], c[1]))
-        for t, order, name, value in changes:
+        buffers = _occupancy_changes(occupancy, traffic_start_ns, writer)
+        for t, order, name, value in heapq.merge(changes, buffers, key=lambda c: (c[0], c[1])):
             if order < 0:
-                channel, value = value
-                writer.change(channel[name], t, value)
+                var, value = value
+                writer.change(var, t, value)
                 continue
             if isinstance(value, float) and not math.isfinite(value):
                 continue

@@ -75,6 +75,9 @@ class Wiring:
     None: every message on VC 0."""
     vcs: int = 1
     """How many VCs the messages use: the credit pools of each channel."""
+    vc_slots: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Per channel into a switch, the slots its port's quota table gives each VC (summed
+    over tenants), as loaded: the weights of quota-weighted VC arbitration."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from sitssim.stages import (
     phy,
     schedule,
     switch_quota,
+    switch_tables,
     transactions,
 )
 from sitssim.stages.base import StageSpec
@@ -35,6 +36,7 @@ STAGES: tuple[StageSpec, ...] = (
     clocks.STAGE,
     inference.STAGE,
     transactions.STAGE,
+    switch_tables.STAGE,
 )
 
 CHECKED: tuple[StageSpec, ...] = tuple(s for s in STAGES if s.checker is not None)

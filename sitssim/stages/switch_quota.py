@@ -308,7 +308,12 @@ def _build(section: QuotaSection, fabric: Fabric, wiring: Wiring, where: Locator
     default = QuotaTable(section.quota.table, vcs=section.vcs_per_port)
     wiring.message_vcs = message_vcs(default, section.tenants, N_CLASSES)
     wiring.vcs = 1 + max(vc for row in wiring.message_vcs for vc in row)
-    return QuotaStage(ports, build_tables(section, ports), tuple(section.quota.updates))
+    tables = build_tables(section, ports)
+    for port, table in zip(ports, tables, strict=True):
+        # A port is the switch's end of a link: the table weighs what enters it.
+        into = fabric.channel_index[(port.peer, port.switch)]
+        wiring.vc_slots[into] = tuple(sum(w.values()) for w in table.slot_weights())
+    return QuotaStage(ports, tables, tuple(section.quota.updates))
 
 
 STAGE = StageSpec(name="switch_quota", section=quota_section, builder=_build, checker=check_quota)

@@ -208,7 +208,11 @@ class QuotaWeightedArbiter:
 
     def grant(self, requesters: Iterable[int]) -> int | None:
         """Grant the owner of the first requesting slot and move one slot past it."""
-        slot = self._find(_mask_of(requesters, self.size, "requester"))
+        return self.grant_mask(_mask_of(requesters, self.size, "requester"))
+
+    def grant_mask(self, mask: int) -> int | None:
+        """:meth:`grant` for requesters held as a mask (bit ``k`` = requester ``k``)."""
+        slot = self._find(mask)
         if slot is None:
             return None
         self._position = (slot + 1) % len(self.table)

@@ -45,14 +45,42 @@ an output carries went through the allocator and no output keeps a queue of its 
 Ports are numbered in the order they first carry a message through the switch (the
 transport builds nodes before ports), and the allocator is rebuilt each time a new one
 appears, which happens only until every port has been used.
+
+Recording
+---------
+The switch records what its tables (``sitssim.switch.tables``: ``vc``, ``vc_tenants``,
+``vc_occupancy``, ``switch_arbitration``, ``switch_crossings``) are built from after the
+run. The recording is always on and kept off the hot path's critical work: five numbers
+appended per message crossing, two counters per allocation, no test per message.
+
+* ``log``: one record per message that crossed, flat, five numbers each: ``(t_in, t_out,
+  input, msg, output)``, when it entered input ``input``'s buffer, when it crossed, and
+  the output it crossed to. The arrival time rides in the queue entry, so an arrival
+  appends nothing. The message's VC is the engine's ``vc`` column (a message keeps its
+  VC end to end), so the record need not carry it. Every occupancy change of each
+  (input, VC) buffer is one of these two times (arrivals at an instant come before its
+  crossings: the allocation runs after them, at ``AFTER_ARRIVALS``), so its occupancy
+  over time, its peak (``peak`` is the maximum over an input's VCs), its waits and the
+  crossings per (input, output) are replayed from the log; :meth:`waiting` gives the
+  messages still buffered, which have no record. About 40 bytes of list per crossing,
+  plus the times it keeps alive.
+* ``allocations``: allocations made (each wake-up that ran a matching).
+* ``requests``: inputs requesting (a head for a free output) at those allocations;
+  an input's request stands for all its heads, so an allocation grants it at most one.
+* ``refused``: of those, inputs whose every request was dropped for want of credit (each
+  head asking was short of its credits, the point where the output's ``CreditLink``
+  records the stall). The grants are the crossings; the other requests went unmatched
+  for want of an output: the allocator gave the input none (the outputs it asked for
+  went to other inputs, or, with too few rounds, were left unmatched).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from heapq import heappush
+from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar
 
 from simpy.events import NORMAL
@@ -60,7 +88,12 @@ from simpy.events import NORMAL
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.nodes import Node, RoutingFunction
 from sitssim.fabric.ports import CreditedPort, Hop, OutputPort, callbacks_of
-from sitssim.switch.arbiter import Allocator, ISlipAllocator, RoundRobinAllocator
+from sitssim.switch.arbiter import (
+    Allocator,
+    ISlipAllocator,
+    QuotaWeightedArbiter,
+    RoundRobinAllocator,
+)
 
 if TYPE_CHECKING:
     import simpy
@@ -91,6 +124,9 @@ class InputQueuedSwitch(Node):
     input_buffer: ClassVar[int] = 1024
     iterations: ClassVar[int] = 1
     allocator: ClassVar[str] = "round_robin"
+    vc_slots: ClassVar[Mapping[int, tuple[int, ...]]] = MappingProxyType({})
+    """Per channel into the switch, the slots per VC its port's quota table gives: set
+    (``switch_model``) for quota-weighted VC arbitration; empty: the VCs take turns."""
 
     __slots__ = (
         "_allocator",
@@ -104,13 +140,18 @@ class InputQueuedSwitch(Node):
         "_push",
         "_queue",
         "_queues",
+        "_vc_arbiters",
         "_vc_masks",
         "_vc_next",
         "_wake_at",
         "_woken_cbs",
+        "allocations",
         "in_ports",
+        "log",
         "out_ports",
         "peak",
+        "refused",
+        "requests",
     )
 
     def __init__(
@@ -130,18 +171,23 @@ class InputQueuedSwitch(Node):
         self.in_ports: list[OutputPort | None] = []
         self.out_ports: list[OutputPort] = []
         self.peak: list[int] = []
+        self.log: list[float] = []
+        self.allocations = 0
+        self.requests = 0
+        self.refused = 0
         self._in_index: dict[OutputPort | None, int] = {}
         self._out_index: dict[OutputPort, int] = {}
         # _queues[i][vc][q]: FIFO mode has one queue per (input, VC) (q = 0) holding
-        # (msg, output); VOQ mode one per output, holding (msg, output) too, so both drain
-        # alike. VCs are added as messages of them first arrive.
-        self._queues: list[list[list[deque[tuple[int, int]]]]] = []
+        # (msg, output, arrival time); VOQ mode one per output, holding the same, so both
+        # drain alike. VCs are added as messages of them first arrive.
+        self._queues: list[list[list[deque[tuple[int, int, float]]]]] = []
         self._occupancy: list[list[int]] = []
         # Bit o of _vc_masks[i][vc]: that VC of input i has a message for output o at a
         # queue head; _masks[i] is their union, input i's request.
         self._vc_masks: list[list[int]] = []
         self._masks: list[int] = []
         self._vc_next: list[int] = []
+        self._vc_arbiters: list[QuotaWeightedArbiter | None] = []
         self._allocator: Allocator | None = None
         # Bit o: output o has credits towards the next node; of those, the ones a head was
         # refused for at the last allocation, with no return known then.
@@ -165,11 +211,13 @@ class InputQueuedSwitch(Node):
             self._vc_masks.append([])
             self._masks.append(0)
             self._vc_next.append(0)
+            slots = self.vc_slots.get(port.channel) if port is not None else None
+            self._vc_arbiters.append(QuotaWeightedArbiter(slots) if slots and any(slots) else None)
             self._queues.append([])
             self._resize()
         return i
 
-    def _lanes(self, i: int, vc: int) -> list[deque[tuple[int, int]]]:
+    def _lanes(self, i: int, vc: int) -> list[deque[tuple[int, int, float]]]:
         """The queues of input ``i``'s VC ``vc``, made (with those of the VCs below it) when
         a message of it first arrives."""
         queues = self._queues[i]
@@ -239,13 +287,21 @@ class InputQueuedSwitch(Node):
         self._enqueue(msg, i, vc, lanes, o, self._occupancy[i][vc])
 
     def _enqueue(
-        self, msg: int, i: int, vc: int, lanes: list[deque[tuple[int, int]]], o: int, held: int
+        self,
+        msg: int,
+        i: int,
+        vc: int,
+        lanes: list[deque[tuple[int, int, float]]],
+        o: int,
+        held: int,
     ) -> None:
         self._occupancy[i][vc] = held + 1
         if held + 1 > self.peak[i]:
             self.peak[i] = held + 1
         queue = lanes[o if self.voq else 0]
-        queue.append((msg, o))
+        now = self._env._now
+        # The arrival time rides with the message, so that the crossing records both.
+        queue.append((msg, o, now))
         if len(queue) == 1:
             # A new head is a new request: match it with whatever else arrives now, or, if
             # its output is busy, when that output is free (an allocation now could not
@@ -253,7 +309,6 @@ class InputQueuedSwitch(Node):
             self._vc_masks[i][vc] |= 1 << o
             self._masks[i] |= 1 << o
             t = self.out_ports[o].free_at
-            now = self._env._now
             if t < now:
                 t = now
             if t < self._wake_at:
@@ -272,6 +327,8 @@ class InputQueuedSwitch(Node):
             bit <<= 1
         masks = self._masks
         requests = [m & free for m in masks]
+        self.allocations += 1
+        self.requests += len(requests) - requests.count(0)
         starved = free & self._credited
         with_credit: dict[tuple[int, int], int] = {}
         if starved:
@@ -325,10 +382,12 @@ class InputQueuedSwitch(Node):
         ``with_credit[(i, o)]`` with the VCs (bits) whose head has them. Return the outputs
         some head was refused."""
         starved = 0
+        dropped = 0
         outs = self.out_ports
         q = 0
         for i, req in enumerate(requests):
             want = req & credited
+            asked = req
             while want:
                 bit = want & -want
                 want ^= bit
@@ -350,6 +409,9 @@ class InputQueuedSwitch(Node):
                     req ^= bit
                 with_credit[(i, o)] = ok
             requests[i] = req
+            if asked and not req:
+                dropped += 1
+        self.refused += dropped
         return starved
 
     def credit_back(self, port: CreditedPort, t_back: float) -> None:
@@ -366,15 +428,10 @@ class InputQueuedSwitch(Node):
         bit = 1 << o
         vc = 0
         if n > 1:
-            turn = self._vc_next[i]
-            for k in range(n):
-                v = (turn + k) % n
-                if vc_masks[v] & bit and vcs >> v & 1:
-                    vc = v
-                    break
-            self._vc_next[i] = (vc + 1) % n
+            vc = self._vc_to_cross(i, vc_masks, bit, vcs)
         queue = self._queues[i][vc][o if self.voq else 0]
-        msg, _ = queue.popleft()
+        msg, _, t_in = queue.popleft()
+        self.log.extend((t_in, now, i, msg, o))
         self._occupancy[i][vc] -= 1
         if self.voq:
             if not queue:
@@ -396,6 +453,42 @@ class InputQueuedSwitch(Node):
         if in_port is not None:
             in_port.release(msg, out.last_start, now)
 
+    def _vc_to_cross(self, i: int, vc_masks: list[int], bit: int, vcs: int) -> int:
+        """Which of input ``i``'s VCs with a head for the output ``bit`` (and in ``vcs``)
+        crosses: by the input port's quota slots where it has a table and one of them has
+        slots, else the first from the input's turn on."""
+        n = len(vc_masks)
+        candidates = 0
+        for v in range(n):
+            if vc_masks[v] & bit:
+                candidates |= 1 << v
+        candidates &= vcs
+        weighted = self._vc_arbiters[i]
+        if weighted is not None:
+            vc = weighted.grant_mask(candidates)
+            if vc is not None:
+                return vc
+        turn = self._vc_next[i]
+        vc = 0
+        for k in range(n):
+            v = (turn + k) % n
+            if candidates >> v & 1:
+                vc = v
+                break
+        self._vc_next[i] = (vc + 1) % n
+        return vc
+
+    def waiting(self) -> list[tuple[float, int, int]]:
+        """``(arrival time, input, msg)`` of every message still in the buffers: those the
+        ``log`` has no crossing for (none once a run has drained)."""
+        return [
+            (t_in, i, msg)
+            for i, queues in enumerate(self._queues)
+            for lanes in queues
+            for queue in lanes
+            for msg, _, t_in in queue
+        ]
+
     # --- the one wake-up ---------------------------------------------------------
 
     def _wake(self, t: float) -> None:
@@ -403,9 +496,7 @@ class InputQueuedSwitch(Node):
         if t < self._wake_at:
             self._wake_at = t
             # Pushed at ``t`` itself, so that the wake-up finds ``free_at <= now`` exactly.
-            self._push(
-                self._queue, (t, AFTER_ARRIVALS, next(self._eid), Hop(self._woken_cbs, 0))
-            )
+            self._push(self._queue, (t, AFTER_ARRIVALS, next(self._eid), Hop(self._woken_cbs, 0)))
 
     def _woken(self, _ev: Hop) -> None:
         if self._wake_at != self._env._now:

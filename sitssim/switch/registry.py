@@ -10,7 +10,8 @@ attribute the transport reads when it chooses each port's class.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from sitssim.fabric.nodes import Node, OutputQueuedSwitch
 from sitssim.scenario import SwitchParams
@@ -24,9 +25,19 @@ SWITCH_MODELS: dict[str, Callable[[SwitchParams], type[Node]]] = {
 }
 
 
-def switch_model(params: SwitchParams) -> type[Node]:
-    """The node class of every switch of a scenario whose ``switch`` section is ``params``."""
+def switch_model(
+    params: SwitchParams, vc_slots: Mapping[int, tuple[int, ...]] | None = None
+) -> type[Node]:
+    """The node class of every switch of a scenario whose ``switch`` section is ``params``;
+    ``vc_slots`` (per channel into a switch, its port's slots per VC) weighs quota-weighted
+    VC arbitration."""
     model = SWITCH_MODELS[params.model](params)
+    if params.vc_arbiter == "quota_weighted":
+        model = type(
+            f"QuotaWeighted{model.__name__}",
+            (model,),
+            {"__slots__": (), "vc_slots": MappingProxyType(dict(vc_slots or {}))},
+        )
     if params.forwarding == "cut_through":
         model = type(
             f"CutThrough{model.__name__}",
