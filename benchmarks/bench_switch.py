@@ -17,6 +17,7 @@ time.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import statistics
@@ -48,6 +49,9 @@ def run_once(setup: object, model: type[Node]) -> tuple[float, int]:
         setup.schedule,  # type: ignore[attr-defined]
         switch_model=model,
     )
+    # The previous run's fabric is garbage with cycles: collect it now, so that neither
+    # model pays for the other's leftovers inside its timed run.
+    gc.collect()
     cpu = time.process_time()
     transport.run()
     cpu = time.process_time() - cpu
