@@ -13,6 +13,7 @@ Memory model (RSS peak of ``sitssim run SCENARIO --out DIR --no-figures``)::
 
     bytes = BASE_BYTES + messages * (MESSAGE_BYTES + HOP_BYTES * mean_hops)
             + links * LINK_BYTES + replay_rows * REPLAY_ROW_BYTES
+            + crossings * CROSSING_BYTES
 
 How the constants were measured (``benchmarks/bench_memory_estimate.py`` reruns it): peak RSS
 from ``/usr/bin/time -f %M`` (``ru_maxrss`` of the child) on Linux x86-64, CPython 3.11,
@@ -26,7 +27,11 @@ direct_rc_host_io at 500 µs, 158 k and 155 k messages, peak at 356 and 392 MB).
 intercepts, 250-270 MB, fix BASE_BYTES. A 64-GPU three-level fat tree (97 links, 7 k
 messages) peaks at 311 MB against 255 MB for the 17-link tree at the same traffic, so a link
 (PHY training traces, link-state rows, CDC evaluation, VCD) costs LINK_BYTES = 0.7 MB. A
-replayed flit session logs one row per Nak or timeout (charged like a small message).
+replayed flit session logs one row per Nak or timeout (charged like a small message). An
+input-queued switch logs every crossing and turns the log into its tables after the run:
+the 8 x 8 reference bench (scenarios/reference/switch_hol.yaml, 203 k cells, one crossing
+each) peaks at 499 MB against 400 MB with output-queued switches, so CROSSING_BYTES = 500
+(a crossing is a message times the switches on its route, mean hops less one).
 """
 
 from __future__ import annotations
@@ -59,10 +64,10 @@ MESSAGE_BYTES = 200.0
 HOP_BYTES = 80.0
 LINK_BYTES = 0.7e6
 REPLAY_ROW_BYTES = 200.0
+CROSSING_BYTES = 500.0
 MEMORY_ENV = "SITSSIM_MEMORY_LIMIT"
 # A fence or a sync exchange is a request and its answer.
 CLOCK_MESSAGES_PER_EXCHANGE = 2
-
 
 
 @dataclass
@@ -83,6 +88,8 @@ class Estimate:
     workloads: list[WorkloadEstimate] = field(default_factory=list)
     clock_messages: float = 0.0
     replay_rows: float = 0.0
+    crossings_per_message: float = 0.0
+    """Input-queued switch crossings per message (0 with output-queued switches)."""
 
     @property
     def messages(self) -> float:
@@ -100,11 +107,14 @@ class Estimate:
             + self.messages * per_message
             + self.links * LINK_BYTES
             + self.replay_rows * REPLAY_ROW_BYTES
+            + self.messages * self.crossings_per_message * CROSSING_BYTES
         )
 
     def driver(self) -> tuple[tuple, str]:
         """The field that drives the estimate most, and the advice that shrinks it."""
-        per_message = MESSAGE_BYTES + HOP_BYTES * self.mean_hops
+        per_message = (
+            MESSAGE_BYTES + HOP_BYTES * self.mean_hops + CROSSING_BYTES * self.crossings_per_message
+        )
         replay = self.replay_rows * REPLAY_ROW_BYTES
         biggest = max(self.workloads, key=lambda w: w.messages, default=None)
         if biggest is not None and biggest.messages * per_message >= replay:
@@ -303,6 +313,8 @@ def estimate(scenario: Scenario, fabric: Fabric) -> Estimate:
     for i, wl in enumerate(scenario.workloads):
         est.workloads.append(ESTIMATORS[type(wl)](scenario, fabric, i, wl))
     est.clock_messages = _clock_messages(scenario, fabric)
+    if scenario.switch.model == "input_queued" and fabric.switches:
+        est.crossings_per_message = max(est.mean_hops - 1.0, 0.0)
     p = max(replay_probabilities(scenario.link_layer.flit, fabric).values(), default=0.0)
     if p > 0:
         # Each flit fails geometrically often (p / (1 - p) times); each failure logs a row.
