@@ -100,21 +100,24 @@ class Estimate:
         return self.messages * self.mean_hops
 
     @property
+    def message_bytes(self) -> float:
+        """What one message costs: its record, its hops and its switch crossings."""
+        return (
+            MESSAGE_BYTES + HOP_BYTES * self.mean_hops + CROSSING_BYTES * self.crossings_per_message
+        )
+
+    @property
     def memory_bytes(self) -> float:
-        per_message = MESSAGE_BYTES + HOP_BYTES * self.mean_hops
         return (
             BASE_BYTES
-            + self.messages * per_message
+            + self.messages * self.message_bytes
             + self.links * LINK_BYTES
             + self.replay_rows * REPLAY_ROW_BYTES
-            + self.messages * self.crossings_per_message * CROSSING_BYTES
         )
 
     def driver(self) -> tuple[tuple, str]:
         """The field that drives the estimate most, and the advice that shrinks it."""
-        per_message = (
-            MESSAGE_BYTES + HOP_BYTES * self.mean_hops + CROSSING_BYTES * self.crossings_per_message
-        )
+        per_message = self.message_bytes
         replay = self.replay_rows * REPLAY_ROW_BYTES
         biggest = max(self.workloads, key=lambda w: w.messages, default=None)
         if biggest is not None and biggest.messages * per_message >= replay:
