@@ -14,7 +14,7 @@ a validator put into a message, the user still gets one short line.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 SHOWN_CHARS = 60
@@ -75,6 +75,17 @@ class LocatedValueError(ValueError):
         super().__init__(message)
         self.loc = loc
         self.message = message
+
+
+def reject_repeats(items: Iterable[Hashable], field: str, noun: str = "") -> None:
+    """Raise a :class:`LocatedValueError` at the second appearance of any of ``items``, the
+    entries of list ``field``: "<noun> 'x' is listed twice", located at that entry."""
+    seen: set[Hashable] = set()
+    for k, item in enumerate(items):
+        if item in seen:
+            what = f"{noun} {item!r}" if noun else repr(item)
+            raise LocatedValueError((field, k), f"{what} is listed twice")
+        seen.add(item)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from sitssim.errors import LocatedValueError, shown
+from sitssim.errors import LocatedValueError, reject_repeats, shown
 from sitssim.quantities import MAX_BYTES, MAX_ITEMS, Size, Time, count
 from sitssim.units import UnitError, parse_size_bytes
 
@@ -112,11 +112,7 @@ class CollectiveWorkload(BaseModel):
         if self.gpus is not None:
             if len(self.gpus) < 2:
                 raise LocatedValueError(("gpus",), "a collective needs at least two GPUs")
-            seen: set[str] = set()
-            for k, g in enumerate(self.gpus):
-                if g in seen:
-                    raise LocatedValueError(("gpus", k), f"GPU {g!r} is listed twice")
-                seen.add(g)
+            reject_repeats(self.gpus, "gpus", "GPU")
         return self
 
     def plan(self) -> list[int]:

@@ -9,7 +9,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sitssim.errors import LocatedValueError
+from sitssim.errors import reject_repeats
 from sitssim.quantities import Interval, Size, Time, count
 
 DATA_CREDIT_BYTES: Final = 16
@@ -54,9 +54,7 @@ class CreditProfile(BaseModel):
                 f"data_credits {self.data_credits} cannot hold one {self.max_payload} B TLP "
                 f"(needs {needed} credits of {DATA_CREDIT_BYTES} B)"
             )
-        for k, kind in enumerate(self.advertised_by):
-            if kind in self.advertised_by[:k]:
-                raise LocatedValueError(("advertised_by", k), f"{kind!r} is listed twice")
+        reject_repeats(self.advertised_by, "advertised_by")
         return self
 
     @property

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sitssim.errors import LocatedValueError
+from sitssim.errors import LocatedValueError, reject_repeats
 from sitssim.quantities import MAX_GPUS, Interval, Load, PositiveTime, Size, Time, number
 
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
@@ -75,9 +75,7 @@ class SyntheticWorkload(_Strict):
                 raise LocatedValueError(
                     ("destinations",), "'destinations' belongs to pattern 'uniform_random'"
                 )
-            for k, name in enumerate(self.destinations):
-                if name in self.destinations[:k]:
-                    raise LocatedValueError(("destinations", k), f"{name!r} is listed twice")
+            reject_repeats(self.destinations, "destinations")
         if self.pattern != "hotspot":
             for key in ("hotspot", "hotspot_fraction"):
                 if key in self.model_fields_set:

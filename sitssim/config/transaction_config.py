@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sitssim.errors import LocatedValueError
+from sitssim.errors import LocatedValueError, reject_repeats
 from sitssim.quantities import Fraction, Interval, PositiveTime, Size, Time, count
 
 # PCIe requester IDs (bus/device/function) and read tags are 16-bit name spaces at most.
@@ -57,7 +57,5 @@ class TransactionWorkload(BaseModel):
         if self.targets is not None:
             if not self.targets:
                 raise LocatedValueError(("targets",), "give at least one target")
-            for k, t in enumerate(self.targets):
-                if t in self.targets[:k]:
-                    raise LocatedValueError(("targets", k), f"target {t!r} is listed twice")
+            reject_repeats(self.targets, "targets", "target")
         return self
