@@ -299,7 +299,7 @@ class QuotaStage(Stage):
 
 
 def _build(section: QuotaSection, fabric: Fabric, wiring: Wiring, where: Locator) -> Stage:
-    check_quota(section, fabric, where)
+    # check_quota has run already: preflight runs every stage's check before any is built.
     if section.quota is None:
         return Stage()
     ports = switch_ports(fabric)
