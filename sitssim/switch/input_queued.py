@@ -8,12 +8,13 @@ waits in that input's buffer for its virtual channel (the engine's ``vc`` column
 switch delivers at once what is addressed to itself. Each (input, VC) buffer holds
 ``input_buffer`` messages, as one FIFO or, with virtual output queues, one FIFO per output
 sharing them; upstream credits are pooled per (VC, class) to match. An input's request for
-an output stands for every VC head there that wants it; when the output is granted, the
-input's VCs take turns (round robin, from one past the VC that crossed last) among those
-heads, so a VC whose head is blocked holds back no other VC. Upstream credits (``hold`` on arrival,
-``release`` when the message crosses) should keep a buffer from overflowing, so an arrival
-into a full buffer is an :class:`~sitssim.errors.InvariantViolation`; without credits the
-bound is only checked.
+an output stands for every VC head there that wants it; when the output is granted, one
+of those heads crosses, chosen by the input port's quota slots per VC with
+``vc_arbiter: quota_weighted`` (``vc_slots``), else in turn (round robin, from one past the
+VC that crossed last), so a VC whose head is blocked holds back no other VC. Upstream
+credits (``hold`` on arrival, ``release`` when the message crosses) should keep a buffer
+from overflowing, so an arrival into a full buffer is an
+:class:`~sitssim.errors.InvariantViolation`; without credits the bound is only checked.
 
 The crossbar has speedup 1 at message granularity: at an allocation instant each input
 requests the outputs it has a message for (its FIFO's head, or every non-empty VOQ) among
@@ -422,7 +423,7 @@ class InputQueuedSwitch(Node):
 
     def _cross(self, i: int, o: int, now: float, vcs: int) -> None:
         """Input ``i``'s head message for output ``o`` on one of ``vcs`` (bits; -1: any)
-        crosses the crossbar now: the first such VC from input ``i``'s turn on."""
+        crosses the crossbar now, on the VC :meth:`_vc_to_cross` picks."""
         vc_masks = self._vc_masks[i]
         n = len(vc_masks)
         bit = 1 << o
