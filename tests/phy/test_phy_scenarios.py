@@ -9,6 +9,7 @@ from types import ModuleType
 import pytest
 from ruamel.yaml import YAML
 from typer.testing import CliRunner
+from vcd_reading import vcd_changes
 
 from sitssim.cli import app
 from sitssim.results.vcd import write_vcd
@@ -19,29 +20,6 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 def _plain_yaml(path: Path) -> dict:
     return YAML(typ="safe").load(path.read_text())
-
-
-def vcd_changes(path: Path) -> dict[tuple[str, str], list[tuple[int, str]]]:
-    """(scope, signal) -> [(time, value)] of a VCD file (vector values as bit strings)."""
-    ids: dict[str, tuple[str, str]] = {}
-    scopes: list[str] = []
-    changes: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    t = 0
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0] == "$scope":
-            scopes.append(parts[2])
-        elif parts[0] == "$upscope":
-            scopes.pop()
-        elif parts[0] == "$var":
-            ids[parts[3]] = (".".join(scopes), parts[4])
-        elif line.startswith("#"):
-            t = int(line[1:])
-        elif line[0] in "bsr" and len(parts) == 2 and parts[1] in ids:
-            changes.setdefault(ids[parts[1]], []).append((t, parts[0][1:]))
-    return changes
 
 
 def test_lossy_links_differs_from_the_nominal_fat_tree_only_in_its_channels() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from vcd_reading import vcd_changes
 
 from sitssim.results.trace import write_trace
 from sitssim.results.vcd import write_vcd
@@ -15,31 +16,10 @@ from sitssim.results.vcd import write_vcd
 def _changes(path: Path) -> dict[tuple[str, str], list[tuple[int, int]]]:
     """(scope, signal) -> [(time ps, value)] of a VCD file's signals under ``switches.``,
     and ``(scope, signal) -> []`` for every other signal."""
-    ids: dict[str, tuple[str, str]] = {}
-    scopes: list[str] = []
-    out: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    t = 0
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0] == "$scope":
-            scopes.append(parts[2])
-        elif parts[0] == "$upscope":
-            scopes.pop()
-        elif parts[0] == "$var":
-            ids[parts[3]] = (".".join(scopes), parts[4])
-            out[ids[parts[3]]] = []
-        elif line.startswith("#"):
-            t = int(line[1:])
-        elif (
-            line[0] == "b"
-            and len(parts) == 2
-            and parts[1] in ids
-            and ids[parts[1]][0].startswith("switches.")
-        ):
-            out[ids[parts[1]]].append((t, int(parts[0][1:], 2)))
-    return out
+    return {
+        key: [(t, int(v, 2)) for t, v in values] if key[0].startswith("switches.") else []
+        for key, values in vcd_changes(path).items()
+    }
 
 
 def _occupancy() -> pd.DataFrame:

@@ -5,31 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from vcd_reading import vcd_changes
 
 from sitssim.results.vcd import write_vcd
-
-
-def _changes(path: Path) -> dict[tuple[str, str], list[tuple[int, str]]]:
-    """(scope, signal) -> [(time ps, value)], vector values as bit strings."""
-    ids: dict[str, tuple[str, str]] = {}
-    scopes: list[str] = []
-    out: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    t = 0
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0] == "$scope":
-            scopes.append(parts[2])
-        elif parts[0] == "$upscope":
-            scopes.pop()
-        elif parts[0] == "$var":
-            ids[parts[3]] = (".".join(scopes), parts[4])
-        elif line.startswith("#"):
-            t = int(line[1:])
-        elif line[0] in "bsr" and len(parts) == 2 and parts[1] in ids:
-            out.setdefault(ids[parts[1]], []).append((t, parts[0][1:]))
-    return out
 
 
 def _tables() -> dict[str, pd.DataFrame]:
@@ -62,7 +40,7 @@ def _tables() -> dict[str, pd.DataFrame]:
 def test_each_link_gets_its_own_rows_in_time_order(tmp_path: Path) -> None:
     path = tmp_path / "waves.vcd"
     assert write_vcd(_tables(), path)
-    changes = _changes(path)
+    changes = vcd_changes(path)
     assert [v for _, v in changes[("links.a-s_0", "ltssm")]] == [
         "Detect.Quiet",
         "Recovery.Equalization.Phase2",
@@ -78,7 +56,7 @@ def test_ber_is_the_worse_direction_per_cycle_and_unknown_links_are_left_out(
 ) -> None:
     path = tmp_path / "waves.vcd"
     assert write_vcd(_tables(), path)
-    changes = _changes(path)
+    changes = vcd_changes(path)
     # Time 0 holds the initial value (0 before the first cycle).
     ber_a = [(t, float(v)) for t, v in changes[("links.a-s_0", "ber")] if t > 0]
     assert ber_a == [(10_000, 0.003), (20_000, 0.0)]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
+from vcd_reading import vcd_changes
 
 import sitssim.simulation as simulation
 from sitssim.cli import app
@@ -132,27 +133,13 @@ def test_the_tables_agree_with_the_messages_and_the_credits(out: Path) -> None:
 def _vcd_last_values(path: Path) -> tuple[set[str], dict[tuple[str, str], int]]:
     """The scopes of a VCD file, and the last value of each integer signal under
     ``switches.``."""
-    ids: dict[str, tuple[str, str]] = {}
-    scopes: list[str] = []
-    last: dict[tuple[str, str], int] = {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0] == "$scope":
-            scopes.append(parts[2])
-        elif parts[0] == "$upscope":
-            scopes.pop()
-        elif parts[0] == "$var":
-            ids[parts[3]] = (".".join(scopes), parts[4])
-        elif (
-            line[0] == "b"
-            and len(parts) == 2
-            and parts[1] in ids
-            and ids[parts[1]][0].startswith("switches.")
-        ):
-            last[ids[parts[1]]] = int(parts[0][1:], 2)
-    return {scope for scope, _ in ids.values()}, last
+    changes = vcd_changes(path)
+    last = {
+        key: int(values[-1][1], 2)
+        for key, values in changes.items()
+        if key[0].startswith("switches.") and values
+    }
+    return {scope for scope, _ in changes}, last
 
 
 def test_the_waves_hold_each_buffers_occupancy(out: Path) -> None:
