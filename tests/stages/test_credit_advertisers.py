@@ -8,14 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from located_errors import MARK, assert_located
 
-from sitssim.cli import app
 from sitssim.fabric.topology import build_fabric
 from sitssim.scenario import scenario_from_data
 from sitssim.stages.credits import build_credit_stage
-
-MARK = "# <-"
 
 
 def credited(topology: dict[str, Any], **credits: Any) -> list[str]:
@@ -114,14 +111,4 @@ CASES = [
 def test_a_bad_advertiser_list_is_located(
     tmp_path: Path, text: str, field: str, expect: str
 ) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(text, encoding="utf-8")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", str(path), "--out", str(out)])
-    assert result.exit_code == 2, result.output
-    message = result.stderr.strip()
-    assert "Traceback" not in result.output and len(message.splitlines()) == 1
-    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.endswith(MARK))
-    assert message.startswith(f"error: {path}:{line}: {field}: "), message
-    assert expect in message, message
-    assert not out.exists()
+    assert_located(tmp_path, text, field, expect)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from located_errors import assert_located
 from typer.testing import CliRunner
 
 from sitssim.cli import app
 
-MARK = "# <-"
 HEAD = """\
 version: 1
 name: quota
@@ -35,11 +35,6 @@ def run(tmp_path: Path, text: str) -> tuple[int, str, Path]:
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["run", str(path), "--out", str(out), "--no-figures"])
     return result.exit_code, result.stderr, path
-
-
-def marked_line(text: str) -> int:
-    (line,) = [n for n, t in enumerate(text.splitlines(), 1) if t.rstrip().endswith(MARK)]
-    return line
 
 
 CASES = [
@@ -188,13 +183,7 @@ CASES = [
 def test_a_meaningless_quota_is_one_located_line_and_exit_2(
     tmp_path: Path, text: str, field: str, expected: str
 ) -> None:
-    code, stderr, path = run(tmp_path, text)
-    assert code == 2, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in stderr
-    assert lines[0].startswith(f"error: {path}:{marked_line(text)}: {field}: "), lines[0]
-    assert expected in lines[0], lines[0]
-    assert not (tmp_path / "out").exists()
+    assert_located(tmp_path, text, field, expected)
 
 
 @pytest.mark.parametrize(

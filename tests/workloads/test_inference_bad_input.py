@@ -11,12 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from located_errors import MARK, assert_located
 from typer.testing import CliRunner
 
 from sitssim.cli import app
-
-runner = CliRunner()
-MARK = "# <-"
 
 HEAD = (
     "version: 1\nname: bad\nduration: 1us\n"
@@ -33,10 +31,6 @@ TINY = (
     "    model: {name: tiny, n_layers: 2, hidden: 64, n_heads: 4, n_kv_heads: 2, "
     "ffn_hidden: 128, vocab: 100}\n"
 )
-
-
-def marked_line(text: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), 1) if line.rstrip().endswith(MARK))
 
 
 def mark(text: str) -> str:
@@ -77,9 +71,7 @@ CASES = [
     ),
     pytest.param(
         HEAD
-        + mark(
-            "    gpu: {name: g, hbm_bytes_per_s: 1e300, memory_bytes: 1, bf16_flops_per_s: 1}"
-        )
+        + mark("    gpu: {name: g, hbm_bytes_per_s: 1e300, memory_bytes: 1, bf16_flops_per_s: 1}")
         + REQUESTS,
         "workloads[0].gpu",
         "'hbm_bytes_per_s' must be a positive number up to 1e+21, got 1e+300",
@@ -226,18 +218,8 @@ FABRIC_CASES = [
 
 
 def check(tmp_path: Path, text: str, field: str, expect: str, command: str) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(text, encoding="utf-8")
     (tmp_path / "not_a_trace.csv").write_text("a,b\n1,2\n")
-    out = tmp_path / "out"
-    args = ["run", str(path), "--out", str(out)] if command == "run" else ["validate", str(path)]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    message = result.stderr.strip()
-    assert "Traceback" not in result.output and len(message.splitlines()) == 1
-    assert message.startswith(f"error: {path}:{marked_line(text)}: {field}: "), message
-    assert expect in message, message
-    assert not out.exists()
+    assert_located(tmp_path, text, field, expect, command)
 
 
 @pytest.mark.parametrize(("text", "field", "expect"), CASES)

@@ -9,14 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from located_errors import MARK, assert_located
 
-from sitssim.cli import app
 from sitssim.fabric.topology import build_fabric
 from sitssim.scenario import scenario_from_data
 from sitssim.stages.schedule import scenario_schedule
-
-MARK = "# <-"
 
 
 def schedule(topology: dict[str, Any], workload: dict[str, Any], seed: int = 3) -> Any:
@@ -140,15 +137,4 @@ CASES = [
 def test_bad_destinations_are_located(
     tmp_path: Path, text: str, field: str, expect: str, command: str
 ) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(text, encoding="utf-8")
-    out = tmp_path / "out"
-    args = ["run", str(path), "--out", str(out)] if command == "run" else ["validate", str(path)]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 2, result.output
-    message = result.stderr.strip()
-    assert "Traceback" not in result.output and len(message.splitlines()) == 1
-    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.endswith(MARK))
-    assert message.startswith(f"error: {path}:{line}: {field}: "), message
-    assert expect in message, message
-    assert not out.exists()
+    assert_located(tmp_path, text, field, expect, command)
