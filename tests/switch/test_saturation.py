@@ -10,6 +10,7 @@ rules are pinned on hand-made tables, where every figure is known.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,13 @@ from ruamel.yaml import YAML
 
 from sitssim.fabric.messages import KIND_DATA, KIND_NAMES
 from sitssim.fabric.topology import Fabric, build_fabric
-from sitssim.scenario import load_scenario, scenario_from_data
+from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
 from sitssim.switch.saturation import WARM_UP, saturation_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "scenarios" / "reference" / "switch_hol.yaml"
+GOLDEN = ROOT / "tests" / "golden" / "reference" / "switch_hol.json"
 # Karol, Hluchyj and Morgan (1987), Table I: FIFO saturation throughput by N.
 KAROL = {2: 0.750, 4: 0.655, 8: 0.618}
 
@@ -54,8 +56,12 @@ def test_the_bench_measures_karols_fifo_saturation_throughput(ports: int) -> Non
     # Over seeds 1-4 at N = 8 the bench measured 0.6176 to 0.6203: 0.01 is several times
     # that spread, and still fails a switch without head-of-line blocking (about 1) or one
     # that loses a matching now and then (a few per cent low).
-    result = simulate(load_scenario(BENCH)) if ports == 8 else run_bench(ports)
-    sw = result.metrics["switch"]
+    if ports == 8:
+        # The shipped bench as it is: its golden report, which tests/test_shipped_scenarios.py
+        # holds byte for byte to a fresh run of it, so the bench is not run twice.
+        sw = json.loads(GOLDEN.read_text(encoding="utf-8"))["metrics"]["switch"]
+    else:
+        sw = run_bench(ports).metrics["switch"]
     assert isinstance(sw, dict)
     assert sw["saturation_backlogged"] is True
     assert sw["saturation_cells_per_input"] >= 20_000
