@@ -129,6 +129,18 @@ class RoundRobinArbiter:
             return self._pointer + (at_or_after & -at_or_after).bit_length() - 1
         return (mask & -mask).bit_length() - 1
 
+    def grant_mask(self, mask: int) -> int:
+        """:meth:`grant` for requesters held as a non-empty mask (bit ``k`` = requester
+        ``k``), as an allocator's hot path holds them: the winner, the pointer moved past it."""
+        pointer = self._pointer
+        at_or_after = mask >> pointer
+        if at_or_after:
+            winner = pointer + (at_or_after & -at_or_after).bit_length() - 1
+        else:
+            winner = (mask & -mask).bit_length() - 1
+        self._pointer = winner + 1 if winner + 1 < self.size else 0
+        return winner
+
     def peek(
         self, requesters: Iterable[int], priority: Mapping[int, int] | None = None
     ) -> int | None:
@@ -325,25 +337,45 @@ class Allocator:
 
     def _grant_one_each(self, request_masks: Sequence[int]) -> dict[int, int]:
         """The allocation when every input asks for one output at most (FIFO inputs' heads),
-        some outputs asked by several. Either way round, the first round's outcome is each
+        some outputs asked by several: :meth:`grant_askers` over the outputs asked."""
+        askers = [0] * self.n_outputs
+        asked = 0
+        for i, mask in enumerate(request_masks):
+            if mask:
+                askers[mask.bit_length() - 1] |= 1 << i
+                asked |= mask
+        return dict(self.grant_askers(askers, asked))
+
+    def grant_askers(self, askers: Sequence[int], outputs: int) -> list[Pair]:
+        """The allocation when every input asks for one output at most, held by output:
+        ``askers[o]`` the inputs (bits) asking output ``o``, for each output in ``outputs``
+        (bits; each with an asker). Either way round, the first round's outcome is each
         asked output's arbiter choosing among its askers (an input's own arbiter has one
         output to choose, and an input can be granted by one output only), pointers moved
         one past the partner; a later round adds nothing, since a loser's one output is
-        taken."""
-        askers: dict[int, int] = {}
-        for i, mask in enumerate(request_masks):
-            if mask:
-                o = mask.bit_length() - 1
-                askers[o] = askers.get(o, 0) | (1 << i)
+        taken. The pairs ``(input, output)`` come in output order. A switch whose inputs are
+        FIFOs of one VC keeps ``askers`` as its heads change, so that an allocation costs
+        what it grants rather than a pass over every input."""
         won: list[Pair] = []
-        for o in sorted(askers):
-            out_arbiter = self._out_arbiters[o]
-            i = out_arbiter.peek_mask(askers[o])
-            assert i is not None
-            out_arbiter.advance_past(i)
-            self._in_arbiters[i].advance_past(o)
+        in_arbiters = self._in_arbiters
+        out_arbiters = self._out_arbiters
+        n_out = self.n_outputs
+        rest = outputs
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            o = low.bit_length() - 1
+            mask = askers[o]
+            if mask & (mask - 1):
+                i = out_arbiters[o].grant_mask(mask)
+            else:
+                # One asker wins whatever the pointer: it moves one past it.
+                i = mask.bit_length() - 1
+                out_arbiters[o]._pointer = i + 1 if i + 1 < self.n_inputs else 0
+            # The input's arbiter has this one output to choose.
+            in_arbiters[i]._pointer = o + 1 if o + 1 < n_out else 0
             won.append((i, o))
-        return dict(won)
+        return won
 
     def _allocate(
         self, by_input: list[int], by_output: list[int], priority: Mapping[Pair, int] | None

@@ -131,9 +131,11 @@ class InputQueuedSwitch(Node):
 
     __slots__ = (
         "_allocator",
+        "_askers",
         "_credit_wait",
         "_credited",
         "_eid",
+        "_holds",
         "_in_index",
         "_masks",
         "_occupancy",
@@ -141,10 +143,12 @@ class InputQueuedSwitch(Node):
         "_push",
         "_queue",
         "_queues",
+        "_several",
         "_vc_arbiters",
         "_vc_masks",
         "_vc_next",
         "_wake_at",
+        "_wanted",
         "_woken_cbs",
         "allocations",
         "in_ports",
@@ -187,6 +191,14 @@ class InputQueuedSwitch(Node):
         # queue head; _masks[i] is their union, input i's request.
         self._vc_masks: list[list[int]] = []
         self._masks: list[int] = []
+        # The same requests by output: bit i of _askers[o] is bit o of _masks[i]; bit o of
+        # _wanted: _askers[o] is not empty. Kept as heads change, so that an allocation
+        # looks at the outputs asked for, not at every input.
+        self._askers: list[int] = []
+        self._wanted = 0
+        # Some input has asked for two outputs at once (VOQs, or heads of several VCs): from
+        # then on an allocation takes the allocator's general path, not one grant per output.
+        self._several = self.voq
         self._vc_next: list[int] = []
         self._vc_arbiters: list[QuotaWeightedArbiter | None] = []
         self._allocator: Allocator | None = None
@@ -194,6 +206,9 @@ class InputQueuedSwitch(Node):
         # refused for at the last allocation, with no return known then.
         self._credited = 0
         self._credit_wait = 0
+        # Bit i: input i's port accounts the buffer behind it (``hold`` and ``release`` do
+        # something: it has credits); the other inputs' ports are not called for it.
+        self._holds = 0
         self._wake_at = math.inf
         self._queue = env._queue
         self._eid = env._eid
@@ -207,6 +222,8 @@ class InputQueuedSwitch(Node):
         if i is None:
             i = self._in_index[port] = len(self.in_ports)
             self.in_ports.append(port)
+            if port is not None and type(port).hold is not OutputPort.hold:
+                self._holds |= 1 << i
             self.peak.append(0)
             self._occupancy.append([])
             self._vc_masks.append([])
@@ -233,6 +250,7 @@ class InputQueuedSwitch(Node):
         if o is None:
             o = self._out_index[port] = len(self.out_ports)
             self.out_ports.append(port)
+            self._askers.append(0)
             if isinstance(port, CreditedPort):
                 self._credited |= 1 << o
                 port.feeder = self
@@ -275,7 +293,8 @@ class InputQueuedSwitch(Node):
                 f"{in_port.channel}), whose VC {vc} buffer already holds {held} of "
                 f"{self.input_buffer} messages"
             )
-        in_port.hold(msg)
+        if self._holds >> i & 1:
+            in_port.hold(msg)
         self._enqueue(msg, i, vc, lanes, o, held)
 
     def inject(self, msg: int) -> None:
@@ -307,8 +326,14 @@ class InputQueuedSwitch(Node):
             # A new head is a new request: match it with whatever else arrives now, or, if
             # its output is busy, when that output is free (an allocation now could not
             # grant it, and any other request it would see has a wake-up of its own).
-            self._vc_masks[i][vc] |= 1 << o
-            self._masks[i] |= 1 << o
+            bit = 1 << o
+            self._vc_masks[i][vc] |= bit
+            mask = self._masks[i]
+            if not mask & bit:
+                self._several |= mask != 0
+                self._masks[i] = mask | bit
+                self._askers[o] |= 1 << i
+                self._wanted |= bit
             t = self.out_ports[o].free_at
             if t < now:
                 t = now
@@ -320,17 +345,72 @@ class InputQueuedSwitch(Node):
     def _allocate(self) -> None:
         now = self._env._now
         outs = self.out_ports
+        askers = self._askers
+        # The outputs asked for that are free now, how many inputs ask for them (each input
+        # asks for one output unless ``_several``: then they are counted again below), and
+        # when the first of the others is free.
+        wanted = self._wanted
         free = 0
-        bit = 1
-        for port in outs:
-            if port.free_at <= now:
-                free |= bit
-            bit <<= 1
-        masks = self._masks
-        requests = [m & free for m in masks]
+        asking = 0
+        busy_until = math.inf
+        rest = wanted
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            o = low.bit_length() - 1
+            f = outs[o].free_at
+            if f <= now:
+                free |= low
+                asking += askers[o].bit_count()
+            elif f < busy_until:
+                busy_until = f
         self.allocations += 1
-        self.requests += len(requests) - requests.count(0)
+        assert self._allocator is not None
         starved = free & self._credited
+        if self._several or starved:
+            granted, starved = self._allocate_general(now, free, starved)
+        else:
+            self.requests += asking
+            self._credit_wait = 0
+            granted = free
+            if free:
+                grants = self._allocator.grant_askers(askers, free)
+                grants.sort()
+                for i, o in grants:
+                    self._cross(i, o, now, -1)
+        if not self._wanted:
+            return
+        # What still waits is matched again when an output it wants, or one just granted,
+        # is next free: never again now, since one matching per instant is the crossbar's
+        # speedup of 1 (an output left free and unmatched waits for the next cell time).
+        # Of the outputs wanted now, those busy before the matching are still busy and
+        # still wanted (only a granted output loses askers): their first free time is
+        # ``busy_until``; the others are the granted ones and those the crossings' new heads
+        # asked for.
+        t = busy_until
+        o = 0
+        while starved:
+            if starved & 1:
+                f = outs[o].credit.next_return()  # type: ignore[attr-defined]
+                if f < t:
+                    t = f
+            starved >>= 1
+            o += 1
+        rest = granted | (self._wanted & ~wanted)
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            f = outs[low.bit_length() - 1].free_at
+            if now < f < t:
+                t = f
+        self._wake(t)
+
+    def _allocate_general(self, now: float, free: int, starved: int) -> tuple[int, int]:
+        """The allocation when some input may ask for several outputs, or some free output
+        asked for has credits to check: every input's request goes to the allocator. Return
+        the outputs granted and those a head was refused credit for."""
+        requests = [m & free for m in self._masks]
+        self.requests += len(requests) - requests.count(0)
         with_credit: dict[tuple[int, int], int] = {}
         if starved:
             starved = self._refuse_without_credit(requests, starved, now, with_credit)
@@ -343,33 +423,7 @@ class InputQueuedSwitch(Node):
                 o = grants[i]
                 self._cross(i, o, now, with_credit.get((i, o), -1))
                 granted |= 1 << o
-        wanted = 0
-        for m in masks:
-            wanted |= m
-        if not wanted:
-            return
-        # What still waits is matched again when an output it wants, or one just granted,
-        # is next free: never again now, since one matching per instant is the crossbar's
-        # speedup of 1 (an output left free and unmatched waits for the next cell time).
-        t = math.inf
-        o = 0
-        while starved:
-            if starved & 1:
-                f = outs[o].credit.next_return()  # type: ignore[attr-defined]
-                if f < t:
-                    t = f
-            starved >>= 1
-            o += 1
-        o = 0
-        wanted |= granted
-        while wanted:
-            if wanted & 1:
-                f = outs[o].free_at
-                if now < f < t:
-                    t = f
-            wanted >>= 1
-            o += 1
-        self._wake(t)
+        return granted, starved
 
     def _refuse_without_credit(
         self,
@@ -440,19 +494,56 @@ class InputQueuedSwitch(Node):
         else:
             vc_masks[vc] = 1 << queue[0][1] if queue else 0
         if n == 1:
-            self._masks[i] = vc_masks[0]
+            mask = vc_masks[0]
         else:
             mask = 0
             for m in vc_masks:
                 mask |= m
+        old = self._masks[i]
+        if mask != old:
             self._masks[i] = mask
+            if old == bit and not mask & (mask - 1):
+                # One head for one output gave way to one for another, or to none (FIFO
+                # inputs' usual crossing): _reask's two loops, once each.
+                left = self._askers[o] & ~(1 << i)
+                self._askers[o] = left
+                wanted = self._wanted if left else self._wanted ^ bit
+                if mask:
+                    self._askers[mask.bit_length() - 1] |= 1 << i
+                    wanted |= mask
+                self._wanted = wanted
+            else:
+                self._reask(i, old, mask)
         out = self.out_ports[o]
-        in_port = self.in_ports[i]
         # The switch accounts the input buffer itself: the output must not (``send`` with
         # an input port would pass the message through that buffer a second time).
         out.send(msg, None)
-        if in_port is not None:
-            in_port.release(msg, out.last_start, now)
+        if self._holds >> i & 1:
+            self.in_ports[i].release(msg, out.last_start, now)  # type: ignore[union-attr]
+
+    def _reask(self, i: int, old: int, new: int) -> None:
+        """Input ``i``'s request went from the outputs ``old`` to ``new`` (bits): mirror it
+        in ``_askers`` and ``_wanted``."""
+        askers = self._askers
+        wanted = self._wanted
+        us = 1 << i
+        rest = old & ~new
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            o = low.bit_length() - 1
+            left = askers[o] & ~us
+            askers[o] = left
+            if not left:
+                wanted ^= low
+        rest = new & ~old
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            askers[low.bit_length() - 1] |= us
+            wanted |= low
+        self._wanted = wanted
+        self._several |= new & (new - 1) != 0
 
     def _vc_to_cross(self, i: int, vc_masks: list[int], bit: int, vcs: int) -> int:
         """Which of input ``i``'s VCs with a head for the output ``bit`` (and in ``vcs``)
