@@ -46,6 +46,7 @@ import networkx as nx
 
 from sitssim.config.collective_config import CollectiveWorkload
 from sitssim.config.inference_config import InferenceWorkload
+from sitssim.config.tenant_requests_config import TenantRequestsWorkload
 from sitssim.config.transaction_config import TransactionWorkload
 from sitssim.errors import InputError, Locator
 from sitssim.fabric.topology import Fabric
@@ -230,6 +231,23 @@ def _transactions(
     return WorkloadEstimate(messages, ("duration",))
 
 
+def _tenant_requests(
+    scenario: Scenario, fabric: Fabric, i: int, wl: TenantRequestsWorkload
+) -> WorkloadEstimate:
+    sources = wl.sources if wl.sources is not None else fabric.gpus
+    stop = wl.stop if wl.stop is not None else scenario.duration
+    span = max(0.0, stop - wl.start)
+    per_ns = 0.0
+    for src in sources:
+        if wl.interval is not None:
+            per_ns += 1.0 / wl.interval
+        else:
+            assert wl.load is not None
+            per_ns += wl.load * fabric.injection_bytes_per_ns[src] / wl.response_bytes
+    # Each request brings its completion back.
+    return WorkloadEstimate(2.0 * span * per_ns, ("duration",))
+
+
 def _inference(
     scenario: Scenario, fabric: Fabric, i: int, wl: InferenceWorkload
 ) -> WorkloadEstimate:
@@ -266,6 +284,7 @@ ESTIMATORS: dict[type, Estimator] = {
     SyntheticWorkload: _synthetic,
     ProbeWorkload: _probes,
     TransactionWorkload: _transactions,
+    TenantRequestsWorkload: _tenant_requests,
     CollectiveWorkload: _collective,
     InferenceWorkload: _inference,
 }

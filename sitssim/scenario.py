@@ -44,6 +44,7 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 from sitssim.config.cdc_profile import SynchronizerFlopsFault
 from sitssim.config.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
 from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.ecmp_config import EcmpConfig, VendorProfile
 from sitssim.config.inference_config import (
     InferenceWorkload,
     PacingIgnoresHintFault,
@@ -65,6 +66,7 @@ from sitssim.config.phy_profile import (
 )
 from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.config.synthetic_config import ProbeWorkload, SyntheticWorkload
+from sitssim.config.tenant_requests_config import TenantRequestsWorkload
 from sitssim.config.transaction_config import TransactionWorkload
 from sitssim.config.vc_quota_config import QuotaRuntimeUpdateFault, VcQuota
 from sitssim.errors import InputError, LocatedValueError, shown
@@ -208,6 +210,8 @@ class GraphNode(_Strict):
     id: NodeName
     kind: Literal["gpu", "switch", "root_complex"]
     level: Levels = 1
+    # A switch's vendor profile (a key of switch.vendors); none: switch.vendor.
+    vendor: NodeName | None = None
 
 
 class GraphEdge(_Strict):
@@ -308,6 +312,19 @@ class SwitchParams(_Strict):
         "(in-switch reduction, NVLS/SHARP), for the collectives layer to read; no switch "
         "model implements it yet",
     )
+    vendors: dict[NodeName, VendorProfile] = Field(
+        default_factory=dict,
+        description="vendor profiles by name: each vendor's LLDP processing delay and ECMP "
+        "hash behaviour (sitssim.config.ecmp_config)",
+    )
+    vendor: NodeName | None = Field(
+        default=None, description="the vendor of every switch that names none of its own"
+    )
+    ecmp: EcmpConfig | None = Field(
+        default=None,
+        description="flow-hashed weighted ECMP on every equal-cost group; none: the pinned "
+        "or sprayed paths of docs/scenario.md Routing, and switch.ecmp_weight is n/a",
+    )
 
     def capabilities(self) -> SwitchCapabilities:
         """What the switches can do beyond forwarding: the value a collectives section
@@ -340,6 +357,7 @@ Workload = Annotated[
         CollectiveWorkload,
         InferenceWorkload,
         TransactionWorkload,
+        TenantRequestsWorkload,
     ],
     Field(discriminator="kind"),
 ]
@@ -434,7 +452,14 @@ class Scenario(_Strict):
         if len(set(tenants)) != len(tenants):
             raise LocatedValueError(("tenants",), "tenant names must be unique")
         for i, wl in enumerate(self.workloads):
-            if wl.tenant is not None and wl.tenant not in tenants:
+            if isinstance(wl, TenantRequestsWorkload):
+                for k, name in enumerate(wl.tenants or ()):
+                    if name not in tenants:
+                        raise LocatedValueError(
+                            ("workloads", i, "tenants", k),
+                            f"unknown tenant {name!r}; defined: {tenants}",
+                        )
+            elif wl.tenant is not None and wl.tenant not in tenants:
                 raise LocatedValueError(
                     ("workloads", i, "tenant"), f"unknown tenant {wl.tenant!r}; defined: {tenants}"
                 )
@@ -449,7 +474,31 @@ class Scenario(_Strict):
                 )
         if isinstance(self.switch.arbitration, list) and not self.switch.arbitration:
             raise LocatedValueError(("switch", "arbitration"), "give at least one latency")
+        self._vendor_references()
         return self
+
+    def _vendor_references(self) -> None:
+        """Every vendor a switch names is a profile of ``switch.vendors``; only switches
+        name one (a vendor profile is a switch's control plane and hash)."""
+        vendors = sorted(self.switch.vendors)
+        named: list[tuple[tuple, str]] = []
+        if self.switch.vendor is not None:
+            named.append((("switch", "vendor"), self.switch.vendor))
+        if isinstance(self.topology, GraphTopology):
+            for i, node in enumerate(self.topology.nodes):
+                if node.vendor is None:
+                    continue
+                if node.kind != "switch":
+                    raise LocatedValueError(
+                        ("topology", "nodes", i, "vendor"),
+                        f"only a switch has a vendor profile; {node.id} is a {node.kind}",
+                    )
+                named.append((("topology", "nodes", i, "vendor"), node.vendor))
+        for loc, vendor in named:
+            if vendor not in self.switch.vendors:
+                raise LocatedValueError(
+                    loc, f"unknown vendor {vendor!r}; switch.vendors defines: {vendors}"
+                )
 
     @property
     def source(self) -> SourceInfo:
@@ -552,6 +601,7 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
     "collective": CollectiveWorkload,
     "inference": InferenceWorkload,
     "transactions": TransactionWorkload,
+    "tenant_requests": TenantRequestsWorkload,
     "generator": SyntheticRequests,
     "trace": TraceRequests,
     "renumber_tokens": RenumberTokensFault,

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sitssim.errors import LocatedValueError
 from sitssim.quantities import MAX_ITEMS, count
 from sitssim.quantities import Time as NonNegTime
 
@@ -63,11 +64,29 @@ class QuotaUpdate(_Strict):
 
 
 class VcQuota(_Strict):
-    """``switch.vc_quota``: the default table, per-port overrides, management writes."""
+    """``switch.vc_quota``: the default table, per-port overrides, management writes.
 
-    table: QuotaSlots
+    Without ``table`` every port's default table is dealt round robin over the scenario's
+    tenants (``sitssim.switch.vc_quota.round_robin_table``): each tenant takes
+    ``vcs_per_tenant`` consecutive VCs of the port's ``vcs_per_port`` (default: an even
+    share, at least one), and ``slots`` are split evenly over the (tenant, VC) pairs, so a
+    scenario can vary its tenant count without writing a table for each."""
+
+    table: QuotaSlots | None = None
+    vcs_per_tenant: count(1, MAX_QUOTA_VCS) | None = None
+    slots: count(0, MAX_SLOTS) = 64
     ports: list[QuotaPortTable] = Field(default_factory=list, max_length=MAX_ITEMS)
     updates: list[QuotaUpdate] = Field(default_factory=list, max_length=MAX_ITEMS)
+
+    @model_validator(mode="after")
+    def _dealt_or_given(self) -> VcQuota:
+        if self.table is not None:
+            for key in ("vcs_per_tenant", "slots"):
+                if key in self.model_fields_set:
+                    raise LocatedValueError(
+                        (key,), f"'{key}' deals a table round robin; this one gives 'table'"
+                    )
+        return self
 
 
 class QuotaRuntimeUpdateFault(_Strict):

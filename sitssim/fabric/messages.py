@@ -43,6 +43,10 @@ MESSAGE_KINDS: tuple[MessageKind, ...] = (
     MessageKind("txn_write", FcClass.P),
     MessageKind("txn_read", FcClass.NP),
     MessageKind("txn_completion", FcClass.CPL),
+    MessageKind("tenant_request", FcClass.NP),
+    MessageKind("tenant_response", FcClass.CPL),
+    # A link-local control frame (LLDP), fire and forget as every such frame is.
+    MessageKind("lldp", FcClass.P),
 )
 
 KIND_NAMES: tuple[str, ...] = tuple(k.name for k in MESSAGE_KINDS)
@@ -68,3 +72,6 @@ KIND_COLLECTIVE = kind_code("collective")
 KIND_TXN_WRITE = kind_code("txn_write")
 KIND_TXN_READ = kind_code("txn_read")
 KIND_TXN_COMPLETION = kind_code("txn_completion")
+KIND_TENANT_REQUEST = kind_code("tenant_request")
+KIND_TENANT_RESPONSE = kind_code("tenant_response")
+KIND_LLDP = kind_code("lldp")

@@ -14,6 +14,13 @@ inject (a switch sends and receives its own clock-sync traffic).
 
 * an :class:`Endpoint` (GPU, root complex) is exactly that (a root complex routes
   peer-to-peer traffic between its ports);
+* an :class:`AnsweringEndpoint` accepts a request only when it can queue its answer: a
+  request of a kind it answers takes a place of its bounded answer queue, kept until the
+  answer (a message injected here with the request as its ``parent``) is committed to its
+  first port; with every place taken, a request waits in the buffer behind the port it
+  came over, keeping that buffer's credits. This is the endpoint of message-dependent
+  deadlock (``sitssim.switch.deadlock``): with bounded buffers, requests wait for answers
+  to leave, and answers may wait behind requests;
 * an :class:`OutputQueuedSwitch` is that too: an ideal output-queued switch with
   infinite speedup, so its arbitration latency is its only cost and head-of-line
   blocking cannot happen. Switch models with buffers and allocators override
@@ -25,8 +32,14 @@ the fabric is built (``sitssim.switch.registry``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from heapq import heappush
 from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from simpy.events import NORMAL
+
+from sitssim.fabric.ports import Hop, callbacks_of
 
 if TYPE_CHECKING:
     import simpy
@@ -106,6 +119,123 @@ class Endpoint(Node):
     """A GPU or a root complex: delivers what is addressed to it, forwards the rest."""
 
     __slots__ = ()
+
+
+class AnswerSlot:
+    """One place of an :class:`AnsweringEndpoint`'s answer queue, standing in for the port
+    an answer came over: when the answer's first port commits it (``pass_through`` at
+    once, or ``release`` after waiting in that port's queue for credit), the place is free
+    again. An answer comes from no buffer upstream, so ``hold`` has nothing to do."""
+
+    __slots__ = ("endpoint",)
+
+    def __init__(self, endpoint: AnsweringEndpoint) -> None:
+        self.endpoint = endpoint
+
+    def hold(self, msg: int) -> None:
+        """The answer waits in its port's queue, keeping its place."""
+
+    def pass_through(self, msg: int, t_leave: float, now: float) -> None:
+        self.endpoint.answer_left()
+
+    def release(self, msg: int, t_leave: float, now: float) -> None:
+        self.endpoint.answer_left()
+
+
+class AnsweringEndpoint(Endpoint):
+    """An endpoint that accepts a request of the ``answered`` kinds only while a place of
+    its answer queue (``slots`` places) is free (module docstring). ``kind`` and ``parent``
+    are the engine's columns.
+
+    Accepting a request takes a place and delivers it: it leaves the buffer it arrived in
+    at once. The place is the request's until its answer (a message injected here with
+    the request as ``parent``) is committed to its first port, however long the answer
+    takes to be made (the workload's turnaround) or waits for credit there. A request that
+    finds every place taken waits, uncommitted, in the buffer behind the port it came over
+    (keeping that buffer's credits), and is accepted, oldest first, when a place frees: by
+    an event at that instant, so that a port committing an answer is never re-entered by
+    the answers of the requests it frees.
+    """
+
+    __slots__ = (
+        "_accept_cbs",
+        "_accepting",
+        "_answered",
+        "_free",
+        "_kind",
+        "_open",
+        "_parent",
+        "_slot",
+        "_waiting",
+        "slots",
+    )
+
+    def __init__(
+        self,
+        *args: object,
+        kind: list[int],
+        parent: list[int],
+        answered: frozenset[int],
+        slots: int,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if slots < 1:
+            raise ValueError(f"an answer queue has at least one place, not {slots}")
+        self._kind = kind
+        self._parent = parent
+        self._answered = answered
+        self.slots = slots
+        self._free = slots
+        self._slot = AnswerSlot(self)
+        # Requests accepted and not yet answered; requests waiting for a place, with the
+        # port each came over.
+        self._open: set[int] = set()
+        self._waiting: deque[tuple[int, OutputPort]] = deque()
+        self._accept_cbs = callbacks_of(self._accept)
+        self._accepting = False
+
+    def take(self, msg: int, in_port: OutputPort) -> None:
+        if self._kind[msg] not in self._answered:
+            super().take(msg, in_port)
+        elif self._free and not self._waiting:
+            self._free -= 1
+            self._open.add(msg)
+            super().take(msg, in_port)
+        else:
+            in_port.hold(msg)
+            self._waiting.append((msg, in_port))
+
+    def inject(self, msg: int) -> None:
+        port = self.routing.route(self, msg, None)
+        parent = self._parent[msg]
+        if parent in self._open:
+            self._open.discard(parent)
+            port.send(msg, self._slot)  # type: ignore[arg-type]
+        else:
+            port.send(msg, None)
+
+    def answer_left(self) -> None:
+        """An answer was committed to its port: its place is free for a waiting request."""
+        self._free += 1
+        if self._waiting and not self._accepting:
+            self._accepting = True
+            env = self._env
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), Hop(self._accept_cbs, 0)))
+
+    def _accept(self, _ev: Hop) -> None:
+        self._accepting = False
+        now = self._env._now
+        while self._free and self._waiting:
+            msg, in_port = self._waiting.popleft()
+            self._free -= 1
+            self._open.add(msg)
+            in_port.release(msg, now, now)
+            self._deliver(msg)
+
+    def waiting(self) -> list[tuple[int, OutputPort]]:
+        """The requests waiting now for a place, oldest first, with the port each came over."""
+        return list(self._waiting)
 
 
 class OutputQueuedSwitch(Node):

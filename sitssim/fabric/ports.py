@@ -390,6 +390,13 @@ class CreditedPort(OutputPort):
         """``msg`` waits, uncommitted, in the buffer behind this port's far end."""
         self.credit.receive(self.costs[msg])
 
+    def waiting(self) -> list[tuple[int, object]]:
+        """Each message waiting in this port's queue for its credits, in queue order, with
+        what it holds meanwhile: the port it came over (its place in the buffer behind that
+        port), an answer queue's place (``fabric.nodes.AnswerSlot``), or None (injected
+        here: it holds no buffer)."""
+        return [(msg, self._came_over[msg]) for msg in self.queue]
+
     def pass_through(self, msg: int, t_leave: float, now: float) -> None:
         """``msg`` arrived in the far buffer at ``now``, committed at once, to leave at
         ``t_leave``: its UpdateFC comes back, and may wake this port."""

@@ -30,12 +30,19 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
+from typing import Protocol
 
 import simpy
 
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.messages import FC_CLASS_OF_KIND, MESSAGE_KINDS
-from sitssim.fabric.nodes import Endpoint, Node, OutputQueuedSwitch
+from sitssim.fabric.nodes import (
+    AnsweringEndpoint,
+    Endpoint,
+    Node,
+    OutputQueuedSwitch,
+    RoutingFunction,
+)
 from sitssim.fabric.ports import (
     CreditedPort,
     FlitPort,
@@ -83,6 +90,15 @@ def _old_objects_left_alone() -> Iterator[None]:
         gc.unfreeze()
 
 
+class RankedRouting(RoutingFunction, Protocol):
+    """A routing function that names each message's path by its rank among the pair's
+    tied paths (``rank[msg]``), once connected to the ports (``connect``)."""
+
+    rank: list[int]
+
+    def connect(self, ports: Sequence[OutputPort]) -> None: ...
+
+
 class CreditedFlitPort(CreditedPort, FlitPort):
     """A credited port whose channel's flit errors are modelled too."""
 
@@ -128,9 +144,14 @@ class Transport:
         credit_links: list[CreditLink | None] | None = None,
         switch_model: type[Node] = OutputQueuedSwitch,
         message_vcs: Sequence[Sequence[int]] | None = None,
+        answered_kinds: frozenset[int] = frozenset(),
+        answer_slots: int = 1,
     ) -> None:
         """``message_vcs[tenant][class]``: the VC of a tenant's messages of a flow-control
-        class (``sitssim.switch.vc_quota.message_vcs``); None: every message on VC 0."""
+        class (``sitssim.switch.vc_quota.message_vcs``); None: every message on VC 0.
+        ``answered_kinds``: the message kinds an endpoint accepts only while its answer
+        queue (``answer_slots`` places) has room, each place kept until the request's
+        answer is committed (``AnsweringEndpoint``); without any the endpoints are plain."""
         self.env = env
         self.fabric = fabric
         self.router = router
@@ -153,12 +174,17 @@ class Transport:
         self.vc: list[int] = []
         """Each message's virtual channel, end to end."""
         self._message_vcs = message_vcs
+        self._answered_kinds = answered_kinds
+        self._answer_slots = answer_slots
         self._credit_of: list[Cost] = []
+        self.stopped: object = None
+        """What stopped the run before it went idle (a watchdog's ``StopSimulation`` value),
+        or None: it ran until no event was left."""
 
         self.ports: list[OutputPort] = []
         if nodes != router.tables.names:
             raise ValueError("nodes must be numbered as the route tables number them (sorted)")
-        self.routing = TableRouting(router, self.src, self.dst)
+        self.routing: RankedRouting = TableRouting(router, self.src, self.dst)
         self.node_objects = [self._node(i, name, switch_model) for i, name in enumerate(nodes)]
         self._build_ports(flit_links, credit_links)
         self.routing.connect(self.ports)
@@ -195,10 +221,19 @@ class Transport:
     def _node(self, index: int, name: str, switch_model: type[Node]) -> Node:
         kind = self.fabric.graph.nodes[name]["kind"]
         latency = self.fabric.node_latency_ns[name]
-        model = Endpoint if kind in ENDPOINT_KINDS else switch_model
-        return model(
-            index, name, latency, self.routing, self.dst, self._deliver, self.env, vc=self.vc
-        )
+        args = (index, name, latency, self.routing, self.dst, self._deliver, self.env)
+        if kind not in ENDPOINT_KINDS:
+            return switch_model(*args, vc=self.vc)
+        if self._answered_kinds:
+            return AnsweringEndpoint(
+                *args,
+                vc=self.vc,
+                kind=self.kind,
+                parent=self.parent,
+                answered=self._answered_kinds,
+                slots=self._answer_slots,
+            )
+        return Endpoint(*args, vc=self.vc)
 
     def _build_ports(
         self,
@@ -248,6 +283,25 @@ class Transport:
     def route_ids(self) -> list[int]:
         """Each message's route id (``router.routes``), from the path rank it was given."""
         return self.router.route_ids(self.src, self.dst, self.routing.rank)
+
+    def route_by(self, routing: RankedRouting) -> None:
+        """Route every message by ``routing`` (weighted ECMP, ``sitssim.switch.ecmp``)
+        instead of the tables' ranked paths; called before any message is injected.
+
+        ``routing.rank`` is each message's rank among its pair's tied paths, the path it
+        took, so that ``route_ids`` names the path the message crossed: the router must list
+        every tied path of a pair, as a spraying one does, and no pair's routes may have
+        been made pinned before.
+        """
+        if self.src or self.router.routes:
+            raise InvariantViolation(
+                "the routing function is chosen before any message is routed or route made"
+            )
+        self.router.spray = True
+        routing.connect(self.ports)
+        self.routing = routing
+        for node in self.node_objects:
+            node.routing = routing
 
     # --- injection and delivery ------------------------------------------------
 
@@ -332,7 +386,10 @@ class Transport:
         self._horizon_ns = max(self._horizon_ns, t_ns)
 
     def run(self, progress: Callable[[float, float], None] | None = None) -> float:
-        """Run until no event is left; return the final simulated time (ns)."""
+        """Run until no event is left, or until something stops the run (a watchdog raising
+        ``simpy.core.StopSimulation``, whose value is kept as ``stopped``); return the final
+        simulated time (ns). A run that went idle with messages undelivered is an
+        invariant violation; a stopped one is not, since what stopped it said why."""
         self.start()
         env = self.env
         if progress is not None:
@@ -340,8 +397,8 @@ class Transport:
             self._progress_total = max(self.injection_end_ns, self._horizon_ns, PROGRESS_MIN_NS)
             env.schedule(Hop(self._tick_cbs, 0), delay=self._progress_total / PROGRESS_TICKS)
         with _old_objects_left_alone():
-            env.run()
-        if self._busy():
+            self.stopped = env.run()
+        if self.stopped is None and self._busy():
             raise InvariantViolation(
                 f"the fabric went idle with {self._undelivered} messages undelivered"
             )
@@ -359,6 +416,16 @@ class Transport:
         self._progress(now, self._progress_total)
         if self.env.peek() != math.inf:
             self.env.schedule(Hop(self._tick_cbs, 0), delay=self._progress_total / PROGRESS_TICKS)
+
+    @property
+    def delivered(self) -> int:
+        """Messages delivered so far."""
+        return len(self.src) - self._undelivered
+
+    @property
+    def undelivered(self) -> int:
+        """Messages injected and not yet delivered."""
+        return self._undelivered
 
     def _busy(self) -> bool:
         return bool(self._next < len(self._sched_t) or self._undelivered)

@@ -168,7 +168,11 @@ CATALOGUE: tuple[Clause, ...] = (
         "§3.3",
         "Ports shared by more than 8 tenants stay deadlock-free; a deadlock is detected "
         "and reported.",
-        modelled=False,
+        limits={
+            # Deadlocks the run ran into: observed, by the watchdog, as a cycle of full
+            # buffers (a cycle possible before the run is a warning, not a count).
+            "deadlocks": Limit("<=", "deadlocks", 0.0),
+        },
     ),
     Clause(
         "switch.ecmp_weight",
@@ -176,7 +180,16 @@ CATALOGUE: tuple[Clause, ...] = (
         "§2.3",
         "Implicit ECMP weight = max(1, ifSpeed/1e9 - int(2·lldp_delay_ms)); traffic "
         "splits in proportion.",
-        modelled=False,
+        limits={
+            # Members whose weight is not the formula of their measured LLDP delay and
+            # negotiated ifSpeed.
+            "weights": Limit("<=", "members", 0.0),
+            # A group's chi-square goodness of fit of flows per member to weight / sum:
+            # at 1e-6 a conforming hash is failed once in a million groups.
+            "split": Limit(">=", "p-value", 1e-6),
+        },
+        # Pearson's chi-square needs about 5 expected flows per member to hold.
+        params={"min_expected_flows": 5.0},
     ),
     Clause(
         "token.frame_format",

@@ -78,6 +78,11 @@ class Wiring:
     vc_slots: dict[int, tuple[int, ...]] = field(default_factory=dict)
     """Per channel into a switch, the slots its port's quota table gives each VC (summed
     over tenants), as loaded: the weights of quota-weighted VC arbitration."""
+    answered_kinds: frozenset[int] = frozenset()
+    """Message kinds an endpoint accepts only while its answer queue has room
+    (``fabric.nodes.AnsweringEndpoint``): the requests of a workload that answers them."""
+    answer_slots: int = 1
+    """The places of each such endpoint's answer queue."""
 
 
 @dataclass

@@ -13,18 +13,23 @@ from sitssim.stages import (
     clocks,
     collectives,
     credits,
+    ecmp,
     flit,
     inference,
     phy,
     schedule,
     switch_quota,
     switch_tables,
+    tenant_requests,
     transactions,
 )
 from sitssim.stages.base import StageSpec
 
 STAGES: tuple[StageSpec, ...] = (
     phy.STAGE,
+    # Before every stage that may inject as it starts: it chooses the routing function,
+    # which must see every message from the first. It starts no event of its own.
+    ecmp.STAGE,
     cdc.STAGE,
     schedule.STAGE,
     flit.STAGE,
@@ -36,6 +41,7 @@ STAGES: tuple[StageSpec, ...] = (
     clocks.STAGE,
     inference.STAGE,
     transactions.STAGE,
+    tenant_requests.STAGE,
     switch_tables.STAGE,
 )
 

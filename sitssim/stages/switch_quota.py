@@ -49,6 +49,7 @@ from sitssim.switch.vc_quota import (
     QuotaTable,
     message_vcs,
     quota_rows,
+    round_robin_table,
     slot_rows,
     update_rows,
 )
@@ -67,6 +68,15 @@ class QuotaSection:
     tenants: tuple[str, ...]
     faults: tuple[tuple[int, QuotaRuntimeUpdateFault], ...]
     duration: float
+
+    @property
+    def table(self) -> Mapping[str, list[int]]:
+        """Every port's default table: the one given, else dealt round robin."""
+        quota = self.quota
+        assert quota is not None
+        if quota.table is not None:
+            return quota.table
+        return round_robin_table(self.tenants, self.vcs_per_port, quota.slots, quota.vcs_per_tenant)
 
 
 def quota_section(scenario: Scenario) -> QuotaSection:
@@ -141,7 +151,16 @@ def check_quota(section: QuotaSection, fabric: Fabric, where: Locator) -> None:
         return
     if not fabric.switches:
         raise where.error(QUOTA, "the fabric has no switch, so no port to hold a quota table")
-    for tenant in quota.table:
+    if quota.table is None:
+        if not section.tenants:
+            raise where.error(QUOTA, "a table dealt round robin needs the scenario's 'tenants'")
+        if quota.vcs_per_tenant is not None and quota.vcs_per_tenant > section.vcs_per_port:
+            raise where.error(
+                (*QUOTA, "vcs_per_tenant"),
+                f"a tenant takes at most the port's {section.vcs_per_port} VCs "
+                "(switch.vcs_per_port)",
+            )
+    for tenant in quota.table or ():
         _check_tenant(tenant, section.tenants, where, (*QUOTA, "table", tenant))
     claimed: set[tuple[str, str | None]] = set()
     for i, port in enumerate(quota.ports):
@@ -172,9 +191,10 @@ def build_tables(section: QuotaSection, ports: Sequence[QuotaPort]) -> list[Quot
         return []
     override = {(p.switch, p.peer): p.table for p in quota.ports}
     faulty = {fault.switch for _, fault in section.faults}
+    default = section.table
     return [
         QuotaTable(
-            override.get((port.switch, port.peer), override.get((port.switch, None), quota.table)),
+            override.get((port.switch, port.peer), override.get((port.switch, None), default)),
             vcs=section.vcs_per_port,
             transitions=RUNTIME_UPDATE if port.switch in faulty else TRANSITIONS,
         )
@@ -305,7 +325,7 @@ def _build(section: QuotaSection, fabric: Fabric, wiring: Wiring, where: Locator
     ports = switch_ports(fabric)
     # Messages take their tenant's VCs by the default table: one VC per message end to end,
     # so every channel's credits are pooled per (VC, class) over the VCs it may carry.
-    default = QuotaTable(section.quota.table, vcs=section.vcs_per_port)
+    default = QuotaTable(section.table, vcs=section.vcs_per_port)
     wiring.message_vcs = message_vcs(default, section.tenants, N_CLASSES)
     wiring.vcs = 1 + max(vc for row in wiring.message_vcs for vc in row)
     tables = build_tables(section, ports)

@@ -581,6 +581,26 @@ class InputQueuedSwitch(Node):
             for msg, _, t_in in queue
         ]
 
+    def blocked_heads(self) -> list[tuple[OutputPort, int, int, CreditedPort]]:
+        """``(input port, VC, head message, output)`` of every VC head that waits now for its
+        credits at a credited output: what its buffer waits for (the switch's management
+        input has no buffer upstream, so it is left out)."""
+        now = self._env._now
+        blocked = []
+        for i, queues in enumerate(self._queues):
+            port = self.in_ports[i]
+            if port is None:
+                continue
+            for vc, lanes in enumerate(queues):
+                for queue in lanes:
+                    if not queue:
+                        continue
+                    msg, o, _ = queue[0]
+                    out = self.out_ports[o]
+                    if isinstance(out, CreditedPort) and not out.credit.fits(out.costs[msg], now):
+                        blocked.append((port, vc, msg, out))
+        return blocked
+
     # --- the one wake-up ---------------------------------------------------------
 
     def _wake(self, t: float) -> None:

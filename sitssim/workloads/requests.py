@@ -50,6 +50,7 @@ from sitssim.fabric.messages import KIND_TXN_COMPLETION, KIND_TXN_READ, KIND_TXN
 from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp
 from sitssim.link.credits import FcClass
 from sitssim.rng import component_rng
+from sitssim.workloads.arrivals import poisson_times
 
 if TYPE_CHECKING:
     from sitssim.errors import Locator
@@ -102,7 +103,7 @@ class TransactionRun:
         times, targets = [], []
         for k, _ in enumerate(self.targets):
             rng = component_rng(seed, "transactions", name, "target", k)
-            t = _poisson(rng, wl.start, stop, wl.interval)
+            t = poisson_times(rng, wl.start, stop, wl.interval)
             times.append(t)
             targets.append(np.full(len(t), k))
         t_ready = np.concatenate(times) if times else np.zeros(0)
@@ -208,17 +209,6 @@ class TransactionRun:
         for txn_id in self.rob.complete(txn.tag):
             self.txns[txn_id].t_release = now
         self._issue()
-
-
-def _poisson(rng: np.random.Generator, start: float, stop: float, mean: float) -> np.ndarray:
-    if start >= stop:
-        return np.zeros(0)
-    expected = (stop - start) / mean
-    n = int(expected * 1.2 + 10 * math.sqrt(expected) + 16)
-    times = start + np.cumsum(rng.exponential(mean, n))
-    while times[-1] < stop:
-        times = np.concatenate([times, times[-1] + np.cumsum(rng.exponential(mean, n))])
-    return times[times < stop]
 
 
 def _check(

@@ -29,6 +29,9 @@ def test_reads_are_non_posted_and_completions_completions() -> None:
         "txn_write": FcClass.P,
         "txn_read": FcClass.NP,
         "txn_completion": FcClass.CPL,
+        "tenant_request": FcClass.NP,
+        "tenant_response": FcClass.CPL,
+        "lldp": FcClass.P,
     }
 
 
@@ -49,6 +52,9 @@ def test_codes_are_table_positions_and_unchanged() -> None:
         "txn_write",
         "txn_read",
         "txn_completion",
+        "tenant_request",
+        "tenant_response",
+        "lldp",
     )
     codes = {name: getattr(messages, f"KIND_{name.upper()}") for name in KIND_NAMES}
     assert codes == {name: i for i, name in enumerate(KIND_NAMES)}
