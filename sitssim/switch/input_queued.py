@@ -502,18 +502,7 @@ class InputQueuedSwitch(Node):
         old = self._masks[i]
         if mask != old:
             self._masks[i] = mask
-            if old == bit and not mask & (mask - 1):
-                # One head for one output gave way to one for another, or to none (FIFO
-                # inputs' usual crossing): _reask's two loops, once each.
-                left = self._askers[o] & ~(1 << i)
-                self._askers[o] = left
-                wanted = self._wanted if left else self._wanted ^ bit
-                if mask:
-                    self._askers[mask.bit_length() - 1] |= 1 << i
-                    wanted |= mask
-                self._wanted = wanted
-            else:
-                self._reask(i, old, mask)
+            self._reask(i, old, mask)
         out = self.out_ports[o]
         # The switch accounts the input buffer itself: the output must not (``send`` with
         # an input port would pass the message through that buffer a second time).

@@ -96,14 +96,12 @@ class TenantRequestRun:
     tenants: list[int]
     transport: Transport
     requesters: list[_Requester] = field(default_factory=list)
-    # Per request: its requester (index into requesters), tenant, when it was ready, when
-    # it was issued and completed (nan: not yet), and its request message.
+    # Per request: its requester (index into requesters), tenant, when it was issued and
+    # completed (nan: not yet), and its target.
     owner: list[int] = field(default_factory=list)
     tenant: list[int] = field(default_factory=list)
-    t_ready: list[float] = field(default_factory=list)
     t_issue: list[float] = field(default_factory=list)
     t_complete: list[float] = field(default_factory=list)
-    request_msg: list[int] = field(default_factory=list)
     target: list[int] = field(default_factory=list)
     stop_ns: float = 0.0
     on_issue: Callable[[], None] | None = None
@@ -167,10 +165,8 @@ class TenantRequestRun:
         r = len(self.owner)
         self.owner.append(k)
         self.tenant.append(req.tenants[req.next])
-        self.t_ready.append(now)
         self.t_issue.append(math.nan)
         self.t_complete.append(math.nan)
-        self.request_msg.append(-1)
         target = req.targets[req.next]
         req.next += 1
         if req.next < len(req.times):
@@ -185,7 +181,7 @@ class TenantRequestRun:
             req.free_tags -= 1
             t = self.transport
             self.t_issue[r] = t.env._now
-            self.request_msg[r] = t.inject(
+            msg = t.inject(
                 req.node,
                 self.target[r],
                 self.wl.request_bytes,
@@ -193,7 +189,7 @@ class TenantRequestRun:
                 KIND_TENANT_REQUEST,
                 self.index,
             )
-            self._request_of[self.request_msg[r]] = r
+            self._request_of[msg] = r
             if self.on_issue is not None:
                 self.on_issue()
 
