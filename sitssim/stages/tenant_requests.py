@@ -6,12 +6,14 @@ the deadlock they can run into (``switch.vc_tenants``).
   queues of ``completion_queue`` places (``Wiring.answer_slots``).
 * **Start.** Before anything moves, the dependency check: every route the requests and
   completions may take, on the VCs their tenants' quota gives them
-  (``switch.deadlock.dependency_cycle``), with each request's last buffer waiting for its
-  completion's first. A cycle there is a warning, never a verdict: whether its buffers
-  ever fill together is for the run to show. Then the workloads, and a no-progress
-  watchdog whose window is the shortest ACK timeout of them: a fabric that delivers
-  nothing for a whole ACK timeout while messages are outstanding has timed out every
-  request in flight, and a live one, however loaded, delivers far more often than that.
+  (``switch.deadlock.dependency_cycle``), with each request's last buffer waiting for the
+  first buffer of every completion its target sends (they share one answer queue, so any
+  of them leaving frees the place a refused request waits for). A cycle there is a
+  warning, never a verdict: whether its buffers ever fill together is for the run to
+  show. Then the workloads, and a no-progress watchdog whose window is the shortest ACK
+  timeout of them: a fabric that delivers nothing for a whole ACK timeout while messages
+  are outstanding has timed out every request in flight, and a live one, however
+  loaded, delivers far more often than that.
   When it fires, its snapshot is the observed wait-for graph of full buffers
   (``switch.wait_for``).
 * **Tables.** ``tenants`` (per workload and tenant: requests offered, issued, completed on
@@ -112,11 +114,14 @@ class TenantRequestStage(Stage):
 
     def _flows(self, transport: Transport) -> tuple[list[Flow], list[tuple[int, int]]]:
         """Every (route, VC, class) the requests and completions may take, and which
-        completion flows answer which request flows."""
+        completion flows a request flow waits for: every one its target sends, of any
+        tenant, since a target's completions share one answer queue and any of them
+        leaving frees the place a refused request waits for."""
         fabric = self.fabric
         tables = transport.router.tables
         flows: list[Flow] = []
-        answers: list[tuple[int, int]] = []
+        into: dict[str, set[int]] = {}
+        out_of: dict[str, set[int]] = {}
         index: dict[Flow, int] = {}
 
         def add(path: tuple[str, ...], vc: int, kind: int) -> int:
@@ -134,16 +139,18 @@ class TenantRequestStage(Stage):
                 for dst in set(req.targets)
             }
             for (src, dst), tenant in product(sorted(pairs), run.tenants):
-                requests = [
+                into.setdefault(dst, set()).update(
                     add(p, self._vc(tenant, KIND_TENANT_REQUEST), KIND_TENANT_REQUEST)
                     for p in tables.paths(src, dst)
-                ]
-                responses = [
+                )
+                out_of.setdefault(dst, set()).update(
                     add(p, self._vc(tenant, KIND_TENANT_RESPONSE), KIND_TENANT_RESPONSE)
                     for p in tables.paths(dst, src)
-                ]
-                answers.extend(product(requests, responses))
-        return flows, sorted(set(answers))
+                )
+        answers = {
+            pair for target, requests in into.items() for pair in product(requests, out_of[target])
+        }
+        return flows, sorted(answers)
 
     def _channel(self, channel: int) -> str:
         ch = self.fabric.channels[channel]

@@ -95,6 +95,31 @@ def test_the_twin_with_separate_vcs_passes_with_no_deadlock_and_no_timeout() -> 
     assert tenants["deadlocked_at_ns"] is None and tenants["deadlock_possible"] is False
 
 
+def _multitenant(tenants: int, vcs_per_port: int) -> RunResult:
+    def edit(data: dict) -> None:
+        data["duration"] = "200ns"
+        data["topology"] = {**data["topology"], "planes": 1, "links_per_gpu": 1}
+        data["tenants"] = [{"name": f"t{k}"} for k in range(tenants)]
+        data["switch"] = {**data["switch"], "vcs_per_port": vcs_per_port}
+
+    return simulate(load_scenario(ROOT / "scenarios" / "nvswitch_multitenant.yaml", edit=edit))
+
+
+def test_requests_on_another_tenants_completion_vc_make_a_possible_cycle_before_the_run() -> (
+    None
+):
+    # Four tenants, 3 VCs each, dealt over 8: t3's requests ride VC 2 with t0's
+    # completions. A refused request of t3 waits for any completion its target sends
+    # (one answer queue), t0's on VC 2 among them, which wait behind t3's requests at the
+    # next target: a cycle no single tenant's requests and completions close.
+    shared = _multitenant(4, 8).tables["deadlocks"]
+    (possible,) = shared.query("kind == 'possible'").itertuples()
+    assert " VC2 -> " in possible.cycle
+    # The same tenants with a VC per tenant and class: nothing to close a cycle.
+    control = _multitenant(4, 12).tables["deadlocks"]
+    assert control.query("kind == 'possible'").empty
+
+
 def test_a_run_without_tenant_requests_is_not_applicable() -> None:
     run = simulate(
         scenario_from_data(
