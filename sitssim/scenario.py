@@ -23,8 +23,9 @@ from __future__ import annotations
 import datetime
 import difflib
 import hashlib
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import UnionType
@@ -801,8 +802,13 @@ def scenario_from_data(
     return scenario
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read, check and validate a scenario file."""
+def load_scenario(path: str | Path, edit: Callable[[Any], None] | None = None) -> Scenario:
+    """Read, check and validate a scenario file.
+
+    ``edit``, if given, changes the file's parsed data in place before it is validated:
+    a study's variant of a scenario is checked as strictly as the file, its errors still
+    name the file (the lines are the base's), and its hash covers the edit too.
+    """
     name = str(path)
     raw = read_scenario_bytes(name)
     data = load_yaml(raw, name)
@@ -813,6 +819,9 @@ def load_scenario(path: str | Path) -> Scenario:
             file=name,
         )
     lines = _line_map(data)
-    return scenario_from_data(
-        _plain(data), path=name, lines=lines, sha256=hashlib.sha256(raw).hexdigest()
-    )
+    plain = _plain(data)
+    digest = hashlib.sha256(raw)
+    if edit is not None:
+        edit(plain)
+        digest.update(json.dumps(plain, sort_keys=True, default=str).encode())
+    return scenario_from_data(plain, path=name, lines=lines, sha256=digest.hexdigest())
