@@ -1,7 +1,9 @@
 """Every notebook in notebooks/ runs top to bottom, and generated ones match their generator.
 
 Notebooks run in a fresh kernel with the repository root as working directory,
-so they find the scenarios and data the way a reader's checkout would.
+so they find the scenarios and data the way a reader's checkout would, and with
+``SITSSIM_QUICK=1``: a study notebook shrinks to a few runs and still checks, in its
+last cell, the numbers it computed.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ CELL_TIMEOUT_S = 120
 
 def test_there_are_notebooks_to_run() -> None:
     assert (ROOT / "notebooks" / "calibration_allreduce.ipynb") in NOTEBOOKS
+    assert (ROOT / "notebooks" / "tenants_study.ipynb") in NOTEBOOKS
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes(path: Path) -> None:
+def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SITSSIM_QUICK", "1")
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,
@@ -42,11 +46,20 @@ def test_notebook_executes(path: Path) -> None:
         if out.output_type == "error"
     ]
     assert not errors
+    if path.name in CHECKED:
+        last = [c for c in nb.cells if c.cell_type == "code"][-1]
+        assert "checks passed" in "".join(o.get("text", "") for o in last.outputs)
 
 
-def test_calibration_notebook_matches_its_generator() -> None:
+# Study notebooks whose last cell asserts the study's findings on what it computed.
+CHECKED = {"tenants_study.ipynb"}
+GENERATED = ["make_calibration.py", "make_tenants_study.py"]
+
+
+@pytest.mark.parametrize("generator", GENERATED)
+def test_generated_notebook_matches_its_generator(generator: str) -> None:
     spec = importlib.util.spec_from_file_location(
-        "make_calibration", ROOT / "notebooks" / "make_calibration.py"
+        generator.removesuffix(".py"), ROOT / "notebooks" / generator
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

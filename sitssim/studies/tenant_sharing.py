@@ -12,9 +12,10 @@ fixed total load, in one of two arms:
 
 What a point reports is read from the run's tables, never from the scenario: ACK
 timeouts and delivered throughput from ``tenants``, a deadlock from ``deadlocks`` (the
-watchdog's observed cycle), and VC reuse from ``vc_tenants`` (the tenants seen on each
-VC that carried traffic). The configured reuse, (tenants x VCs per tenant) / VCs per
-port and at least 1, is how the source counts it and is reported beside it, labelled so.
+watchdog's observed cycle; the pre-run check's possible one beside it), and VC reuse
+from ``vc_tenants`` (the tenants seen on each VC that carried traffic). The configured
+reuse, (tenants x VCs per tenant) / VCs per port and at least 1, is how the source
+counts it and is reported beside it, labelled so.
 
 Replications differ only in their seed; ``summarise`` gives each metric's mean with a
 95 % Student-t interval over them, and each arm's fraction of deadlocked runs with a
@@ -129,6 +130,7 @@ def run_point(point: TenantPoint) -> dict[str, Any]:
     tenants = result.tables["tenants"]
     deadlocks = result.tables.get("deadlocks")
     observed = 0 if deadlocks is None else int((deadlocks["kind"] == "observed").sum())
+    possible = deadlocks is not None and bool((deadlocks["kind"] == "possible").any())
     wl = next(w for w in scenario.workloads if w.kind == "tenant_requests")
     reuse, mixed, mixed_load = _observed_vcs(result, int(wl.request_bytes), int(wl.response_bytes))
     issued = int(tenants["issued"].sum())
@@ -153,6 +155,7 @@ def run_point(point: TenantPoint) -> dict[str, Any]:
         "mixed_vc_pct": mixed,
         "mixed_vc_load_pct": mixed_load,
         "deadlocked": observed > 0,
+        "cycle_possible": possible,
         "wall_s": wall_s,
     }
 
@@ -212,11 +215,13 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 
 def summarise(rows: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per (arm, tenants): each metric's mean and CI half-width (``<metric>_ci``), the
-    configured reuse, and the deadlocked fraction with its Wilson bounds."""
+    configured reuse, whether the pre-run check found a possible cycle in every
+    replication, and the deadlocked fraction with its Wilson bounds."""
     out = []
     for (arm, n), group in rows.groupby(["arm", "tenants"], sort=True):
         row: dict[str, Any] = {"arm": arm, "tenants": n, "replications": len(group)}
         row["reuse_configured"] = float(group["reuse_configured"].iloc[0])
+        row["cycle_possible"] = bool(group["cycle_possible"].all())
         for metric in METRICS:
             row[metric] = float(group[metric].mean())
             row[f"{metric}_ci"] = _t_half_width(group[metric], confidence)

@@ -84,6 +84,7 @@ def test_summary_means_and_student_t_half_widths_per_arm_and_count() -> None:
             "reuse_observed": [1.0, 1.0, 1.0, 1.0],
             "mixed_vc_pct": [0.0, 0.0, 0.0, 0.0],
             "deadlocked": [True, False, False, False],
+            "cycle_possible": [True, True, True, False],
         }
     )
     summary = summarise(rows).set_index("arm")
@@ -95,6 +96,7 @@ def test_summary_means_and_student_t_half_widths_per_arm_and_count() -> None:
     assert shared["deadlocked_fraction"] == pytest.approx(1 / 3)
     assert shared["deadlocked_low"] < 1 / 3 < shared["deadlocked_high"]
     assert math.isnan(summary.loc["control", "ack_timeout_pct_ci"])
+    assert shared["cycle_possible"] and not summary.loc["control", "cycle_possible"]
 
 
 @pytest.mark.slow
@@ -104,9 +106,10 @@ def test_four_tenants_deadlock_where_requests_meet_completions_and_the_control_d
     # Read from the run: the watchdog's cycle, requests stranded by it, and the one busy
     # VC (of 7: the posted-class VC nobody uses stays idle) where t3's requests ride
     # with t0's completions.
-    assert shared["deadlocked"] and shared["ack_timeouts"] > 0
+    assert shared["deadlocked"] and shared["ack_timeouts"] > 0 and shared["cycle_possible"]
     assert shared["mixed_vc_pct"] == pytest.approx(100 / 7)
     assert shared["reuse_observed"] == pytest.approx(8 / 7)
     assert not control["deadlocked"] and control["ack_timeouts"] == 0
+    assert not control["cycle_possible"]
     assert control["mixed_vc_pct"] == 0.0 and control["reuse_observed"] == 1.0
     assert shared["throughput_loss_pct"] > control["throughput_loss_pct"]
