@@ -83,6 +83,7 @@ def test_summary_means_and_student_t_half_widths_per_arm_and_count() -> None:
             "worst_p99_latency_ns": [10.0, 10.0, 10.0, 5.0],
             "reuse_observed": [1.0, 1.0, 1.0, 1.0],
             "mixed_vc_pct": [0.0, 0.0, 0.0, 0.0],
+            "mixed_vc_load_pct": [0.0, 0.0, 0.0, 0.0],
             "deadlocked": [True, False, False, False],
             "cycle_possible": [True, True, True, False],
         }
