@@ -169,10 +169,14 @@ control run.
 18.7 % at six, and throughput falling by 1.2 % and 43 % (reuse 1.0 and 2.3; the configured
 reuse here, 18/8 = 2.25 at six, is the same count). Here two tenants lose nothing to sharing
 and the damage peaks at four and five; at a fixed total load, this mechanism does not give
-the source's monotone rise to six. Two readings of the gap, both experiments this notebook
-can run by changing `LOAD` or the scenario, not numbers to fit: the source's load may grow
-with its tenants (each bringing its own traffic), which loads every mixed VC more; or its
-ACK timeouts are NVLink's link-level ACKs, which lose to replay, not to deadlock.
+the source's monotone rise to six. Two readings of the gap, experiments rather than numbers
+to fit. The source's load may grow with its tenants (each bringing its own traffic): a pilot
+outside this notebook, 0.15 of the link per tenant (so 0.9 to 1.5 in total from six to ten
+tenants, shared arm, two seeds), deadlocked in none of those runs either; its throughput
+loss rose to about 60 %, but from offered load beyond what the ports carry, not from
+sharing. Or the source's ACK timeouts are NVLink's link-level ACKs, lost to replay and
+retraining rather than to deadlock: sitssim models those (`link_layer.flit.pre_fec_ber`),
+but this study's links are error-free, so that only sharing differs between the arms.
 """
 
 CHECKS = """\
