@@ -9,13 +9,16 @@ sees them.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from notebook_io import python_notebook  # noqa: E402
 
 INTRO = """\
 # Llama-3-8B on one A100-80GB: the engine model beside the source's table
@@ -225,27 +228,22 @@ faster; the source's drop is most plausibly the baseline's non-kernel overheads 
 
 
 def build() -> nbformat.NotebookNode:
-    nb = new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [
-        new_markdown_cell(INTRO),
-        new_code_cell(SETUP),
-        new_markdown_cell("## The comparison"),
-        new_code_cell(TABLE),
-        new_markdown_cell("## Memory, component by component"),
-        new_code_cell(MEMORY),
-        new_markdown_cell("## What the optimisations measured"),
-        new_code_cell(MECHANISMS),
-        new_markdown_cell("## Compute bound vs eager overheads"),
-        new_code_cell(OVERHEAD),
-        new_code_cell(TTFT),
-        new_markdown_cell(DIFFERENCES),
-    ]
-    return nb
+    return python_notebook(
+        [
+            new_markdown_cell(INTRO),
+            new_code_cell(SETUP),
+            new_markdown_cell("## The comparison"),
+            new_code_cell(TABLE),
+            new_markdown_cell("## Memory, component by component"),
+            new_code_cell(MEMORY),
+            new_markdown_cell("## What the optimisations measured"),
+            new_code_cell(MECHANISMS),
+            new_markdown_cell("## Compute bound vs eager overheads"),
+            new_code_cell(OVERHEAD),
+            new_code_cell(TTFT),
+            new_markdown_cell(DIFFERENCES),
+        ]
+    )
 
 
 def execute(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -8,13 +8,16 @@ shipped notebook's cells match ``build_notebook()`` and runs it.
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from notebook_io import generate, python_notebook  # noqa: E402
+
 NOTEBOOK = HERE / "calibration_allreduce.ipynb"
 
 INTRO = """\
@@ -201,39 +204,19 @@ simulated algorithm can reach that.
 
 
 def build_notebook() -> nbformat.NotebookNode:
-    nb = new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [
-        new_markdown_cell(INTRO),
-        new_code_cell(SETUP),
-        new_markdown_cell("## Simulated sweep beside the references"),
-        new_code_cell(REFERENCES),
-        new_code_cell(PLOT),
-        new_markdown_cell("## Error per size range"),
-        new_code_cell(RANGES),
-        new_markdown_cell(DISCUSSION),
-    ]
-    return nb
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-execute", action="store_true", help="write without outputs")
-    args = parser.parse_args()
-    nb = build_notebook()
-    if not args.no_execute:
-        from nbclient import NotebookClient
-
-        root = HERE.parent
-        NotebookClient(
-            nb, timeout=300, record_timing=False, resources={"metadata": {"path": str(root)}}
-        ).execute()
-    nbformat.write(nb, NOTEBOOK)
+    return python_notebook(
+        [
+            new_markdown_cell(INTRO),
+            new_code_cell(SETUP),
+            new_markdown_cell("## Simulated sweep beside the references"),
+            new_code_cell(REFERENCES),
+            new_code_cell(PLOT),
+            new_markdown_cell("## Error per size range"),
+            new_code_cell(RANGES),
+            new_markdown_cell(DISCUSSION),
+        ]
+    )
 
 
 if __name__ == "__main__":
-    main()
+    generate(build_notebook, NOTEBOOK, __doc__.splitlines()[0], timeout=300)

@@ -8,13 +8,16 @@ which shrinks the study to a few runs; the notebook's last cell checks what it c
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from notebook_io import generate, python_notebook  # noqa: E402
+
 NOTEBOOK = HERE / "tenants_study.ipynb"
 
 INTRO = """\
@@ -197,39 +200,19 @@ print("checks passed")
 
 
 def build_notebook() -> nbformat.NotebookNode:
-    nb = new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [
-        new_markdown_cell(INTRO),
-        new_code_cell(SETUP),
-        new_markdown_cell("## Per tenant count and arm: means over seeds, 95 % half-widths"),
-        new_code_cell(TABLE),
-        new_code_cell(PLOT),
-        new_code_cell(DISCUSSION_CODE),
-        new_markdown_cell(DISCUSSION),
-        new_code_cell(CHECKS),
-    ]
-    return nb
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-execute", action="store_true", help="write without outputs")
-    args = parser.parse_args()
-    nb = build_notebook()
-    if not args.no_execute:
-        from nbclient import NotebookClient
-
-        root = HERE.parent
-        NotebookClient(
-            nb, timeout=1800, record_timing=False, resources={"metadata": {"path": str(root)}}
-        ).execute()
-    nbformat.write(nb, NOTEBOOK)
+    return python_notebook(
+        [
+            new_markdown_cell(INTRO),
+            new_code_cell(SETUP),
+            new_markdown_cell("## Per tenant count and arm: means over seeds, 95 % half-widths"),
+            new_code_cell(TABLE),
+            new_code_cell(PLOT),
+            new_code_cell(DISCUSSION_CODE),
+            new_markdown_cell(DISCUSSION),
+            new_code_cell(CHECKS),
+        ]
+    )
 
 
 if __name__ == "__main__":
-    main()
+    generate(build_notebook, NOTEBOOK, __doc__.splitlines()[0], timeout=1800)
