@@ -68,7 +68,7 @@ LOAD = 0.8  # the completions' share of each requester's link bandwidth, all ten
 DURATION = "30us"
 FABRIC = {"planes": 1, "links_per_gpu": 2}
 TENANTS = [1, 3, 4, 8] if QUICK else list(range(1, 11))
-REPLICATIONS = 1 if QUICK else 5
+REPLICATIONS = 1 if QUICK else 10
 
 points = study_points(BASE, TENANTS, REPLICATIONS, LOAD, DURATION, FABRIC)
 rows = run_study(points, workers=os.cpu_count() or 1)
@@ -154,7 +154,7 @@ requesters, and a cycle of full buffers can close. When it does, the watchdog en
 has timed out. A run that does not deadlock delivers everything in time: its p99 latency
 grows with sharing but stays an order of magnitude under the 50 us timeout. So the timeout
 curve is the deadlock probability times the traffic a deadlock strands, with wide intervals
-at five seeds.
+at ten seeds.
 
 **The worst case here is a few mixed VCs, not many.** Deadlocks came at four and five
 tenants, where the round-robin deal makes one to three VCs carry requests and completions
