@@ -63,6 +63,7 @@ from sitssim.config.collective_config import (
     CollectiveWorkload,
 )
 from sitssim.fabric.messages import KIND_COLLECTIVE
+from sitssim.workloads.gpu_names import require_gpu
 
 if TYPE_CHECKING:
     from sitssim.errors import Locator
@@ -688,12 +689,7 @@ def check_collective_gpus(
             raise at.error((), "a collective needs at least two GPUs; the fabric has one")
         return list(fabric.gpus)
     for k, g in enumerate(wl.gpus):
-        if g not in fabric.graph:
-            raise at.error(
-                (k,), f"unknown node {g!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
-            )
-        if fabric.node_kind(g) != "gpu":
-            raise at.error((k,), f"{g!r} is a {fabric.node_kind(g)}, not a GPU")
+        require_gpu(at, fabric, (k,), g)
     return list(wl.gpus)
 
 

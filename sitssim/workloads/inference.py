@@ -105,6 +105,7 @@ from sitssim.workloads.fp8 import (
     quantise_layers,
     synthesise_activations,
 )
+from sitssim.workloads.gpu_names import require_gpu
 from sitssim.workloads.mhf import derive_layout, prepend_marker
 from sitssim.workloads.section import WorkloadSection
 from sitssim.workloads.traces import RequestSet, synthetic_requests, trace_requests
@@ -316,12 +317,7 @@ class InferenceDriver:
         return self.at.error(loc, message)
 
     def _gpu(self, fabric: Fabric, loc: tuple, name: str) -> str:
-        if name not in fabric.graph:
-            raise self._error(
-                loc, f"unknown node {name!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
-            )
-        if fabric.node_kind(name) != "gpu":
-            raise self._error(loc, f"{name!r} is a {fabric.node_kind(name)}, not a GPU")
+        require_gpu(self.at, fabric, loc, name)
         return name
 
     def _stage_gpus(self, fabric: Fabric) -> list[list[str]]:

@@ -35,6 +35,7 @@ from sitssim.fabric.messages import KIND_DATA, KIND_PROBE_REQUEST
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 from sitssim.rng import component_rng
+from sitssim.workloads.gpu_names import require_gpu
 from sitssim.workloads.section import WorkloadSection
 
 ScheduleSection = WorkloadSection[SyntheticWorkload | ProbeWorkload]
@@ -92,12 +93,7 @@ def fixed_destinations(pattern: str, n: int, rng: np.random.Generator) -> np.nda
 
 
 def _gpu_index(where: Locator, fabric: Fabric, loc: tuple, name: str) -> int:
-    if name not in fabric.graph:
-        raise where.error(
-            loc, f"unknown node {name!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}"
-        )
-    if fabric.node_kind(name) != "gpu":
-        raise where.error(loc, f"{name!r} is a {fabric.node_kind(name)}, not a GPU")
+    require_gpu(where, fabric, loc, name)
     return fabric.gpus.index(name)
 
 

@@ -49,6 +49,7 @@ from sitssim.fabric.messages import KIND_TENANT_REQUEST, KIND_TENANT_RESPONSE
 from sitssim.fabric.ports import Hop, callbacks_of
 from sitssim.rng import component_rng
 from sitssim.workloads.arrivals import poisson_times
+from sitssim.workloads.gpu_names import require_gpu
 
 if TYPE_CHECKING:
     from sitssim.errors import Locator
@@ -285,15 +286,7 @@ def _gpus(
     if names is None:
         return list(fabric.gpus)
     for k, name in enumerate(names):
-        if name not in fabric.graph:
-            raise where.error(
-                ("workloads", index, key, k),
-                f"unknown node {name!r}; GPUs are {fabric.gpus[0]}..{fabric.gpus[-1]}",
-            )
-        if fabric.node_kind(name) != "gpu":
-            raise where.error(
-                ("workloads", index, key, k), f"{name!r} is a {fabric.node_kind(name)}, not a GPU"
-            )
+        require_gpu(where, fabric, ("workloads", index, key, k), name)
     return list(names)
 
 
