@@ -14,8 +14,8 @@ What a point reports is read from the run's tables, never from the scenario: ACK
 timeouts and delivered throughput from ``tenants``, a deadlock from ``deadlocks`` (the
 watchdog's observed cycle; the pre-run check's possible one beside it), and VC reuse
 from ``vc_tenants`` (the tenants seen on each VC that carried traffic). The configured
-reuse, (tenants x VCs per tenant) / VCs per port and at least 1, is how the source
-counts it and is reported beside it, labelled so.
+reuse, the quota table's tenants per VC in use (``vc_quota_ports.vc_reuse``, the count
+the source gives), is reported beside it, labelled so.
 
 Replications differ only in their seed; ``summarise`` gives each metric's mean with a
 95 % Student-t interval over them, and each arm's fraction of deadlocked runs with a
@@ -36,13 +36,12 @@ from typing import Any, Literal
 import pandas as pd
 from scipy.stats import norm, t
 
-from sitssim.scenario import Scenario, load_scenario
+from sitssim.link.credit_link import N_CLASSES
+from sitssim.scenario import Scenario, SwitchParams, load_scenario
 from sitssim.simulation import RunResult, simulate
 
 Arm = Literal["shared", "control"]
 ARMS: tuple[Arm, ...] = ("shared", "control")
-CLASSES_PER_TENANT = 3
-"""Posted, non-posted and completion: a VC each when nothing is shared."""
 
 METRICS = (
     "ack_timeout_pct",
@@ -80,17 +79,16 @@ def point_scenario(point: TenantPoint) -> Scenario:
             for wl in data["workloads"]
         ]
         if point.arm == "control":
+            # A VC per flow-control class (posted, non-posted, completion) and tenant.
             switch = data["switch"]
-            vcs = max(switch.get("vcs_per_port", 8), CLASSES_PER_TENANT * point.tenants)
-            quota = {**switch.get("vc_quota", {}), "vcs_per_tenant": CLASSES_PER_TENANT}
+            configured = switch.get(
+                "vcs_per_port", SwitchParams.model_fields["vcs_per_port"].default
+            )
+            vcs = max(configured, N_CLASSES * point.tenants)
+            quota = {**switch.get("vc_quota", {}), "vcs_per_tenant": N_CLASSES}
             data["switch"] = {**switch, "vcs_per_port": vcs, "vc_quota": quota}
 
     return load_scenario(point.base, edit=edit)
-
-
-def configured_reuse(tenants: int, vcs_per_tenant: int, vcs_per_port: int) -> float:
-    """The source's average VC reuse: (tenant, VC) pairs per VC of the port, at least 1."""
-    return max(1.0, tenants * vcs_per_tenant / vcs_per_port)
 
 
 def _observed_vcs(
@@ -136,14 +134,10 @@ def run_point(point: TenantPoint) -> dict[str, Any]:
     issued = int(tenants["issued"].sum())
     timeouts = int(tenants["ack_timeouts"].sum())
     offered = float(tenants["offered_gbps"].sum())
-    quota = scenario.switch.vc_quota
-    per_tenant = quota.vcs_per_tenant if quota is not None and quota.vcs_per_tenant else 1
     return {
         **{k: v for k, v in asdict(point).items() if k != "topology"},
         "vcs_per_port": scenario.switch.vcs_per_port,
-        "reuse_configured": configured_reuse(
-            point.tenants, per_tenant, scenario.switch.vcs_per_port
-        ),
+        "reuse_configured": float(result.tables["vc_quota_ports"]["vc_reuse"].mean()),
         "ack_timeouts": timeouts,
         "issued": issued,
         "ack_timeout_pct": 100.0 * timeouts / issued if issued else math.nan,

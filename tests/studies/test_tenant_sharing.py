@@ -11,7 +11,6 @@ import pytest
 from sitssim.errors import InputError
 from sitssim.studies.tenant_sharing import (
     TenantPoint,
-    configured_reuse,
     point_scenario,
     run_point,
     study_points,
@@ -54,12 +53,6 @@ def test_points_cover_every_count_arm_and_seed_from_the_base_seed() -> None:
     assert {(p.tenants, p.arm, p.seed) for p in points} == {
         (n, arm, seed) for n in (1, 3) for arm in ("shared", "control") for seed in (1, 2)
     }
-
-
-def test_configured_reuse_is_pairs_per_vc_and_never_below_one() -> None:
-    assert configured_reuse(2, 3, 8) == 1.0
-    assert configured_reuse(6, 3, 8) == 2.25
-    assert configured_reuse(10, 3, 30) == 1.0
 
 
 def test_wilson_interval_matches_its_closed_form() -> None:
@@ -110,6 +103,8 @@ def test_four_tenants_deadlock_where_requests_meet_completions_and_the_control_d
     assert shared["deadlocked"] and shared["ack_timeouts"] > 0 and shared["cycle_possible"]
     assert shared["mixed_vc_pct"] == pytest.approx(100 / 7)
     assert shared["reuse_observed"] == pytest.approx(8 / 7)
+    # The quota table's count, the source's: 12 (tenant, VC) pairs over 8 VCs.
+    assert shared["reuse_configured"] == 1.5 and control["reuse_configured"] == 1.0
     assert not control["deadlocked"] and control["ack_timeouts"] == 0
     assert not control["cycle_possible"]
     assert control["mixed_vc_pct"] == 0.0 and control["reuse_observed"] == 1.0
