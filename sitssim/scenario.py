@@ -20,7 +20,6 @@ a 9-hop chain) is valid input: it runs, and its clause fails.
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import hashlib
 import json
@@ -39,8 +38,6 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
-from ruamel.yaml.scalarbool import ScalarBoolean
 
 from sitssim.config.cdc_profile import SynchronizerFlopsFault
 from sitssim.config.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
@@ -86,7 +83,7 @@ from sitssim.quantities import (
     Time,
     count,
 )
-from sitssim.yaml_bounds import load_yaml, read_scenario_bytes
+from sitssim.yaml_bounds import line_map, load_yaml, plain, read_scenario_bytes
 
 SCHEMA_VERSION = 1
 
@@ -541,54 +538,6 @@ def _dotted(loc: Iterable[Any]) -> str:
     return out
 
 
-def _line_map(data: Any) -> dict[tuple, int]:
-    """Line of every key and list item, keyed like ``_plain``'s data (string keys).
-
-    The key ``()`` holds the line where the top-level node starts.
-
-    Aliases make shared subtrees, and every path through them gets its lines, so this
-    walks the expanded data: ``load_yaml`` bounded that to ``MAX_NODES`` and refused
-    recursive aliases before the data was built.
-    """
-    lines: dict[tuple, int] = {}
-    if isinstance(data, CommentedMap | CommentedSeq):
-        lines[()] = data.lc.line + 1
-    stack: list[tuple[tuple, Any]] = [((), data)]
-    while stack:
-        prefix, node = stack.pop()
-        if isinstance(node, CommentedMap):
-            for key, value in node.items():
-                lines[(*prefix, str(key))] = node.lc.key(key)[0] + 1
-                stack.append(((*prefix, str(key)), value))
-        elif isinstance(node, CommentedSeq):
-            for i, value in enumerate(node):
-                lines[(*prefix, i)] = node.lc.item(i)[0] + 1
-                stack.append(((*prefix, i), value))
-    return lines
-
-
-def _plain(node: Any) -> Any:
-    """Builtin types only: ruamel's scalar subclasses would leak into messages and reports."""
-    if isinstance(node, TaggedScalar):
-        # What ruamel keeps of an explicit '!!str 123' to write the tag back: the text.
-        return str(node.value)
-    if isinstance(node, dict):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    if isinstance(node, bool | ScalarBoolean):
-        return bool(node)
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    if isinstance(node, datetime.date):
-        return str(node)
-    return node
-
-
 _KIND_MODELS: dict[str, type[BaseModel]] = {
     "fat_tree": FatTree,
     "direct_rc": DirectRC,
@@ -818,10 +767,10 @@ def load_scenario(path: str | Path, edit: Callable[[Any], None] | None = None) -
             "expected a YAML mapping of scenario fields",
             file=name,
         )
-    lines = _line_map(data)
-    plain = _plain(data)
+    lines = line_map(data)
+    parsed = plain(data)
     digest = hashlib.sha256(raw)
     if edit is not None:
-        edit(plain)
-        digest.update(json.dumps(plain, sort_keys=True, default=str).encode())
-    return scenario_from_data(plain, path=name, lines=lines, sha256=digest.hexdigest())
+        edit(parsed)
+        digest.update(json.dumps(parsed, sort_keys=True, default=str).encode())
+    return scenario_from_data(parsed, path=name, lines=lines, sha256=digest.hexdigest())

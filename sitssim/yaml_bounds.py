@@ -21,9 +21,11 @@ the collection it names would make that walk endless, so it is refused too.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import (
@@ -38,6 +40,7 @@ from ruamel.yaml.nodes import Node, ScalarNode
 from ruamel.yaml.parser import RoundTripParser
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import BaseResolver
+from ruamel.yaml.scalarbool import ScalarBoolean
 
 from sitssim.errors import InputError, one_line, shown
 from sitssim.files import read_regular_file
@@ -271,8 +274,9 @@ def _yaml_problem(exc: MarkedYAMLError) -> str:
     return problem
 
 
-def load_yaml(raw: bytes, name: str) -> Any:
-    """The round-trip data of one bounded YAML document, or a located ``InputError``."""
+def load_yaml(raw: bytes, name: str, what: str = "scenario") -> Any:
+    """The round-trip data of one bounded YAML document (a ``what`` file), or a located
+    ``InputError``."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -298,6 +302,54 @@ def load_yaml(raw: bytes, name: str) -> Any:
     first = yaml.parser.bounds.first_line
     if data is None and first is not None:
         # `~`, `null` or an empty value: a document, just not a mapping.
-        message = "expected a mapping of scenario fields at the top level, got null"
+        message = f"expected a mapping of {what} fields at the top level, got null"
         raise InputError(message, file=name, line=first)
     return data
+
+
+def line_map(data: Any) -> dict[tuple, int]:
+    """Line of every key and list item, keyed like ``plain``'s data (string keys).
+
+    The key ``()`` holds the line where the top-level node starts.
+
+    Aliases make shared subtrees, and every path through them gets its lines, so this
+    walks the expanded data: ``load_yaml`` bounded that to ``MAX_NODES`` and refused
+    recursive aliases before the data was built.
+    """
+    lines: dict[tuple, int] = {}
+    if isinstance(data, CommentedMap | CommentedSeq):
+        lines[()] = data.lc.line + 1
+    stack: list[tuple[tuple, Any]] = [((), data)]
+    while stack:
+        prefix, node = stack.pop()
+        if isinstance(node, CommentedMap):
+            for key, value in node.items():
+                lines[(*prefix, str(key))] = node.lc.key(key)[0] + 1
+                stack.append(((*prefix, str(key)), value))
+        elif isinstance(node, CommentedSeq):
+            for i, value in enumerate(node):
+                lines[(*prefix, i)] = node.lc.item(i)[0] + 1
+                stack.append(((*prefix, i), value))
+    return lines
+
+
+def plain(node: Any) -> Any:
+    """Builtin types only: ruamel's scalar subclasses would leak into messages and reports."""
+    if isinstance(node, TaggedScalar):
+        # What ruamel keeps of an explicit '!!str 123' to write the tag back: the text.
+        return str(node.value)
+    if isinstance(node, dict):
+        return {str(k): plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [plain(v) for v in node]
+    if isinstance(node, bool | ScalarBoolean):
+        return bool(node)
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    if isinstance(node, datetime.date):
+        return str(node)
+    return node
