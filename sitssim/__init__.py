@@ -6,6 +6,9 @@ Public API::
     result = sitssim.simulate(scenario, seed=7)
     result.tables["messages"], result.verdicts, result.metrics
 
+    points = sitssim.sweep("studies/load_latency_fat_tree.yaml", out="out/load")
+    summary = sitssim.summarise(points, sitssim.load_study("studies/load_latency_fat_tree.yaml"))
+
 The names load on first use (PEP 562): importing any ``sitssim`` module imports this
 package first, and the command line must refuse bad input before the model (numpy,
 pandas, scipy, networkx, SimPy) is imported at all.
@@ -28,9 +31,23 @@ _LAZY = {
     "load_scenario": "sitssim.scenario",
     "RunResult": "sitssim.simulation",
     "simulate": "sitssim.simulation",
+    "sweep": "sitssim.sweeps.run",
+    "Study": "sitssim.sweeps.study",
+    "load_study": "sitssim.sweeps.study",
+    "summarise": "sitssim.sweeps.summary",
 }
 
-__all__ = ["RunResult", "Scenario", "__version__", "load_scenario", "simulate"]
+__all__ = [
+    "RunResult",
+    "Scenario",
+    "Study",
+    "__version__",
+    "load_scenario",
+    "load_study",
+    "simulate",
+    "summarise",
+    "sweep",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""The ``sitssim`` command line: run, validate, clauses.
+"""The ``sitssim`` command line: run, validate, clauses, sweep.
 
 Exit codes: 0 every clause passed or was n/a; 1 a clause failed; 2 bad input
 or usage; 3 an internal error (one line, plus the path of a log with the
@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from sitssim.errors import InputError, one_line
@@ -341,6 +348,116 @@ def diag_reset(
     failed = [r for r in rows if not r.passed]
     console.print(f"{len(rows) - len(failed)} of {len(rows)} links reached L0 within budget")
     return EXIT_CLAUSE_FAILED if failed else EXIT_OK
+
+
+class _SweepProgress:
+    """Points done, failures and the time left, on a terminal."""
+
+    def __init__(self) -> None:
+        self._bar: Progress | None = None
+        self._task = None
+
+    def __call__(self, done: int, failed: int, total: int) -> None:
+        if self._bar is None:
+            if not err_console.is_terminal:
+                return
+            self._bar = Progress(
+                TextColumn("points"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[failed]} failed"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=err_console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("sweep", total=total, failed=0)
+        self._bar.update(self._task, total=total, completed=done, failed=failed)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@app.command()
+@_guarded
+def sweep(
+    study: Annotated[Path, typer.Argument(help="study YAML file", show_default=False)],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="sweep folder [default: out/<study name>]")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="processes [default: every core]")
+    ] = None,
+    backend: Annotated[str, typer.Option("--backend", help="local or dask")] = "local",
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="a Dask scheduler's address (tcp://host:8786)"),
+    ] = None,
+    figures: Annotated[bool, typer.Option(help="write PNG figures")] = True,
+) -> int:
+    """Run every point of STUDY, keep each as it finishes in --out, summarise and plot.
+
+    Re-running the same study reuses the finished points and runs the rest. Exit 0 when
+    every clause passed in every run, 1 when a clause failed in some run, 3 when a point
+    raised (recorded in its row, with the error).
+    """
+    from sitssim.sweeps.backends import BACKENDS
+    from sitssim.sweeps.study import load_study
+
+    if backend not in BACKENDS:
+        raise InputError(
+            f"expected one of {', '.join(BACKENDS)}, got {backend!r}", field="--backend"
+        )
+    if scheduler is not None and backend != "dask":
+        raise InputError(
+            "--scheduler names a Dask cluster: add --backend dask", field="--scheduler"
+        )
+    loaded = load_study(study)
+    from sitssim.sweeps.rows import STATUS_OK
+    from sitssim.sweeps.run import sweep as run_sweep
+
+    target = out if out is not None else Path("out") / loaded.name
+    progress = _SweepProgress()
+    start = time.perf_counter()
+    try:
+        points = run_sweep(
+            loaded,
+            target,
+            workers=workers,
+            backend=backend,  # type: ignore[arg-type]
+            scheduler=scheduler,
+            figures=figures,
+            progress=progress,
+        )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"the points finished so far are kept in {target}/points/; run again to go on"
+        ) from None
+    finally:
+        progress.close()
+    wall = time.perf_counter() - start
+    errors = points[points["status"] != STATUS_OK]
+    verdicts = points[[c for c in points.columns if c.endswith(".verdict")]]
+    failing = sorted(
+        c.removeprefix("clauses.").removesuffix(".verdict")
+        for c in verdicts.columns
+        if (verdicts[c] == "fail").any()
+    )
+    console.print(
+        f"{len(points)} points ({points['point'].nunique()} parameter combinations x "
+        f"{loaded.replications} replications) in {wall:.1f} s wall; {len(errors)} raised"
+    )
+    for row in errors.itertuples():
+        console.print(f"[bold red]ERROR[/] point {row.point} seed {row.seed}: {escape(row.error)}")
+    if failing:
+        console.print(f"clauses failing in some run: {', '.join(failing)}")
+    console.print(f"results: {target}/points/, {target}/summary.parquet, {target}/figures/")
+    if len(errors):
+        return EXIT_INTERNAL
+    return EXIT_CLAUSE_FAILED if failing else EXIT_OK
 
 
 study_app = typer.Typer(no_args_is_help=True, help="What-if studies over one scenario.")

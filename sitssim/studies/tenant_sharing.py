@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from scipy.stats import norm, t
 
 from sitssim.link.credit_link import N_CLASSES
 from sitssim.scenario import Scenario, SwitchParams, load_scenario
 from sitssim.simulation import RunResult, simulate
+from sitssim.sweeps.statistics import t_half_width, wilson_interval
 
 Arm = Literal["shared", "control"]
 ARMS: tuple[Arm, ...] = ("shared", "control")
@@ -189,24 +189,6 @@ def run_study(points: Sequence[TenantPoint], workers: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _t_half_width(values: pd.Series, confidence: float) -> float:
-    n = values.count()
-    if n < 2:
-        return math.nan
-    return float(t.ppf(0.5 + confidence / 2, n - 1) * values.std(ddof=1) / math.sqrt(n))
-
-
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (sound at 0 and n successes)."""
-    if n == 0:
-        return math.nan, math.nan
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def summarise(rows: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per (arm, tenants): each metric's mean and CI half-width (``<metric>_ci``), the
     configured reuse, whether the pre-run check found a possible cycle in every
@@ -218,7 +200,7 @@ def summarise(rows: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         row["cycle_possible"] = bool(group["cycle_possible"].all())
         for metric in METRICS:
             row[metric] = float(group[metric].mean())
-            row[f"{metric}_ci"] = _t_half_width(group[metric], confidence)
+            row[f"{metric}_ci"] = t_half_width(group[metric], confidence)
         k = int(group["deadlocked"].sum())
         row["deadlocked_fraction"] = k / len(group)
         row["deadlocked_low"], row["deadlocked_high"] = wilson_interval(k, len(group), confidence)

@@ -15,7 +15,6 @@ from sitssim.studies.tenant_sharing import (
     run_point,
     study_points,
     summarise,
-    wilson_interval,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,16 +52,6 @@ def test_points_cover_every_count_arm_and_seed_from_the_base_seed() -> None:
     assert {(p.tenants, p.arm, p.seed) for p in points} == {
         (n, arm, seed) for n in (1, 3) for arm in ("shared", "control") for seed in (1, 2)
     }
-
-
-def test_wilson_interval_matches_its_closed_form() -> None:
-    low, high = wilson_interval(0, 5)
-    z2 = 1.959963984540054**2
-    assert low == 0.0
-    assert high == pytest.approx(z2 / (5 + z2))
-    low, high = wilson_interval(5, 5)
-    assert high == 1.0 and low == pytest.approx(5 / (5 + z2))
-    assert all(math.isnan(v) for v in wilson_interval(0, 0))
 
 
 def test_summary_means_and_student_t_half_widths_per_arm_and_count() -> None:
