@@ -45,3 +45,35 @@ def generate(
             nb, timeout=timeout, record_timing=False, resources={"metadata": {"path": str(ROOT)}}
         ).execute()
     nbformat.write(nb, path)
+
+
+STUDY_SETUP = """\
+import os
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "pyproject.toml").exists())
+# This checkout's sitssim, even if another copy is installed.
+sys.path.insert(0, str(ROOT))
+import sitssim  # noqa: E402
+
+# SITSSIM_QUICK=1 (the test suite) shrinks the study to a few runs in this process.
+QUICK = os.environ.get("SITSSIM_QUICK") == "1"
+WORKERS = 1 if QUICK else os.cpu_count()
+
+
+def run(name, keep=None):
+    \"\"\"Sweep studies/<name>.yaml (in quick mode: one seed, the values in ``keep``).\"\"\"
+    study = sitssim.load_study(ROOT / "studies" / f"{name}.yaml")
+    if QUICK:
+        study = study.restricted(replications=1, keep=keep)
+    start = time.perf_counter()
+    points = sitssim.sweep(study, workers=WORKERS)
+    print(f"{name}: {len(points)} runs in {time.perf_counter() - start:.0f} s on {WORKERS} workers")
+    return study, points, sitssim.summarise(points, study)
+"""
+"""The first code cell of a study notebook: the public API, the quick switch, ``run``."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,31 @@ class Study:
                 return self.lines[key]
             key = key[:-1]
         return self.lines.get(())
+
+    def restricted(
+        self, replications: int | None = None, keep: dict[str, list[Any]] | None = None
+    ) -> Study:
+        """This study with fewer replications, or fewer values: for each path of ``keep``,
+        only the values listed (a zip group keeps the rows whose value it lists). A quick
+        look at a study: the points kept are points of the full study, with the same keys,
+        so a later full sweep into the same folder reuses them."""
+        keep = keep or {}
+        unknown = set(keep) - set(self.parameters)
+        if unknown:
+            raise ValueError(f"no parameter {sorted(unknown)[0]!r} in study {self.name!r}")
+        axes = []
+        for axis in self.axes:
+            rows = [
+                row
+                for row in axis.values
+                if all(row[k] in keep[p] for k, p in enumerate(axis.paths) if p in keep)
+            ]
+            if not rows:
+                raise ValueError(f"no value of {', '.join(axis.paths)} is kept")
+            axes.append(replace(axis, values=tuple(rows)))
+        if replications is not None and not 1 <= replications <= self.replications:
+            raise ValueError(f"expected 1 to {self.replications} replications")
+        return replace(self, axes=tuple(axes), replications=replications or self.replications)
 
     def error(self, message: str, *loc: Any) -> InputError:
         """A located error in this study file at ``loc`` (keys and indices)."""
