@@ -7,7 +7,9 @@ where other parameters vary too, one line per combination of theirs. Beside it,
 failed in some run, and ``<parameter>.clause_values.png`` each clause's measured value
 against its limit (dashed). Quantities written as text (``5us``, ``4KiB``) are plotted as the
 numbers they stand for (ns, bytes); other text as categories, in study order. A log
-range gets a log axis. One figure per parameter, not per metric: a figure costs about a
+range gets a log axis. Figures are drawn on ``matplotlib.figure.Figure`` objects, never
+through pyplot, so that a notebook's backend is left alone. One figure per parameter,
+not per metric: a figure costs about a
 third of a second to draw, and a study collects twenty metrics by default.
 """
 
@@ -18,11 +20,9 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from sitssim.sweeps.rows import clause_column, metric_column
 from sitssim.sweeps.study import Study
@@ -77,7 +77,7 @@ class _Curves:
                 group.index,
             )
 
-    def dress(self, ax: plt.Axes) -> None:
+    def dress(self, ax: Axes) -> None:
         if self.unit == "category":
             ticks = list(dict.fromkeys(self.summary[self.parameter]))
             ax.set_xticks(range(len(ticks)), [str(t) for t in ticks], fontsize="x-small")
@@ -124,7 +124,8 @@ def _panels(
     """One panel per metric (or per clause: its measured value, its limit dashed)."""
     columns = min(_PANEL_COLUMNS, len(names))
     rows = math.ceil(len(names) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.8 * rows), squeeze=False)
+    fig = Figure(figsize=(3.6 * columns, 2.8 * rows))
+    axes = fig.subplots(rows, columns, squeeze=False)
     for ax, name in zip(axes.flat, names, strict=False):
         column = clause_column(name, "measured") if clause_values else metric_column(name)
         mean = summary[f"{column}.mean"]
@@ -156,14 +157,14 @@ def _panels(
     fig.tight_layout()
     name = file_name(curves.parameter, ".clause_values" if clause_values else "")
     fig.savefig(folder / name, dpi=90)
-    plt.close(fig)
     return name
 
 
 def _clauses_figure(
     summary: pd.DataFrame, study: Study, curves: _Curves, clauses: list[str], folder: Path
 ) -> str:
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
     for clause in clauses:
         fraction = summary[clause_column(clause, "fail_fraction")]
         low = fraction - summary[clause_column(clause, "fail_low")]
@@ -187,5 +188,4 @@ def _clauses_figure(
     fig.tight_layout()
     name = file_name(curves.parameter, ".clauses")
     fig.savefig(folder / name, dpi=90)
-    plt.close(fig)
     return name

@@ -89,12 +89,13 @@ def _canonical(scenario: Scenario) -> str:
 
 def _relates(field: str | None, path: str) -> bool:
     """Whether a scenario error at ``field`` (``workloads[0].load``) is about ``path``
-    (``workloads.0.load``) or inside it."""
+    (``workloads.0.load``): at it, inside it, or at a key on its way (a misspelt section
+    the path made)."""
     if not field:
         return False
     dotted = ".".join(p.replace("]", "").replace("[", ".") for p in field.split("."))
     dotted = dotted.replace("..", ".")
-    return dotted == path or dotted.startswith(path + ".")
+    return dotted == path or dotted.startswith(path + ".") or path.startswith(dotted + ".")
 
 
 def _at(study: Study, where: tuple[int | None, str], message: str) -> InputError:

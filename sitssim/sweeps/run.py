@@ -81,6 +81,11 @@ def _run(
 ) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     todo = []
+    reused = [p for p in points if p.key in stored and stored[p.key][0]["status"] == STATUS_OK]
+    checked = bool(reused)
+    if checked:
+        # Before anything is rewritten: bad input writes nothing.
+        _check_metrics(study, stored[reused[0].key][0])
     for point in points:
         found = stored.get(point.key)
         if found is None or found[0]["status"] != STATUS_OK:
@@ -90,10 +95,6 @@ def _run(
         rows[point.key] = row = project(record, point, study, columns)
         if folder is not None and not written_with.equals(columns):
             folder.write_point(point.key, table([row], columns))
-    reused = next((stored[k][0] for k in rows), None)
-    if reused is not None:
-        _check_metrics(study, reused)
-    checked = reused is not None
     failed = 0
     if progress is not None:
         progress(len(rows), failed, len(points))

@@ -34,4 +34,8 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> t
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 (n) successes the bound is 0 (1) exactly; rounding would leave it a hair inside,
+    # above the fraction itself.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high

@@ -96,7 +96,9 @@ class SweepFolder:
             for entry in folder.iterdir():
                 if _TMP.fullmatch(entry.name):
                     entry.unlink()
-        shutil.copyfile(self.study.path, out / "study.yaml")
+        copy = out / "study.yaml"
+        if not (copy.exists() and os.path.samefile(self.study.path, copy)):
+            shutil.copyfile(self.study.path, copy)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -166,7 +166,13 @@ def load_study(path: str | Path) -> Study:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise where.error(f"expected text, got {_kind(description)}", "description")
-    axes = [*_grid(where, data.get("parameters", {})), *_zips(where, data.get("zip", []))]
+    # The axes cross in file order: whichever of parameters and zip comes first varies slowest.
+    axes = [
+        axis
+        for key in data
+        if key in ("parameters", "zip")
+        for axis in (_grid(where, data[key]) if key == "parameters" else _zips(where, data[key]))
+    ]
     seen: dict[str, tuple] = {}
     for axis, loc in zip(axes, _axis_locs(data), strict=True):
         for path in axis.paths:
@@ -220,9 +226,13 @@ def _at(study: Study, loc: tuple) -> str:
 
 
 def _axis_locs(data: dict) -> list[tuple]:
-    parameters = data.get("parameters") or {}
-    zips = data.get("zip") or []
-    return [("parameters", p) for p in parameters] + [("zip", i) for i in range(len(zips))]
+    locs: list[tuple] = []
+    for key in data:
+        if key == "parameters":
+            locs += [("parameters", p) for p in data[key]]
+        elif key == "zip":
+            locs += [("zip", i) for i in range(len(data[key]))]
+    return locs
 
 
 def _check_path(study: Study, path: Any, *loc: Any) -> str:
