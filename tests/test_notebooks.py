@@ -23,6 +23,8 @@ CELL_TIMEOUT_S = 120
 def test_there_are_notebooks_to_run() -> None:
     assert (ROOT / "notebooks" / "calibration_allreduce.ipynb") in NOTEBOOKS
     assert (ROOT / "notebooks" / "tenants_study.ipynb") in NOTEBOOKS
+    for name in CHECKED:
+        assert (ROOT / "notebooks" / name) in NOTEBOOKS, name
 
 
 @pytest.mark.slow
@@ -52,8 +54,13 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # Study notebooks whose last cell asserts the study's findings on what it computed.
-CHECKED = {"tenants_study.ipynb"}
-GENERATED = ["make_calibration.py", "make_tenants_study.py"]
+STUDIES = ["load_latency", "channel_loss", "ber_latency", "gpu_count"]
+CHECKED = {"tenants_study.ipynb", *(f"{s}_study.ipynb" for s in STUDIES)}
+GENERATED = [
+    "make_calibration.py",
+    "make_tenants_study.py",
+    *(f"make_{s}_study.py" for s in STUDIES),
+]
 
 
 @pytest.mark.parametrize("generator", GENERATED)
