@@ -90,7 +90,7 @@ for fabric in FABRICS:
         rows.append({
             "fabric": fabric,
             "pattern": pattern,
-            "predicted saturation (GB/s)": round(saturation[fabric, pattern]),
+            "first channel full at (GB/s)": round(saturation[fabric, pattern]),
             "delivered, heaviest load (GB/s)": round(top["metrics.delivered_GBps.mean"]),
             "LP bound, heaviest load (GB/s)": round(top["metrics.throughput_bound_GBps.mean"]),
             "mean latency, lightest / heaviest (ns)": (
@@ -106,7 +106,10 @@ DISCUSSION = """\
 **Reading the curves.** Every curve starts at its zero-load bound and stays flat until the
 bottleneck channel fills, then rises steeply where the LP said it would, and what the
 fabric delivers stops growing at the LP bound: the saturation points were predicted from
-the channel loads of runs below them, and the heavier runs queue there.
+the channel loads of runs below them, and the heavier runs queue there. The dotted line
+is where the first channel fills; a pattern whose flows do not all cross that channel
+delivers more than that (the other flows still get through) up to the LP bound, which
+is why the table's delivered bandwidth can exceed the line.
 
 * **Fat tree.** Uniform random traffic uses every spine evenly and saturates only near
   full load. The adversarial patterns do not: the fat tree pins pair (s, d) to spine
