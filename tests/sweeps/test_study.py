@@ -222,3 +222,50 @@ def test_a_relative_base_is_read_from_the_study_files_folder(
     assert study.base.resolve() == (scenarios / "mine.yaml").resolve()
     (point,) = expand(study)
     assert point.seed == 40  # the seed of the base beside the study, not the decoy's 41
+
+
+def test_a_restricted_study_keeps_points_of_the_full_one_with_their_keys(tmp_path: Path) -> None:
+    path = write_study(
+        tmp_path / "s.yaml",
+        study_text(
+            "parameters:\n"
+            "  workloads.0.load: [0.2, 0.4, 0.6]\n"
+            "zip:\n"
+            "  - duration: [2us, 3us]\n"
+            "    workloads.0.message_bytes: [256B, 4KiB]\n"
+            "replications: 3\n"
+        ),
+    )
+    full = load_study(path)
+    quick = full.restricted(
+        replications=1, keep={"workloads.0.load": [0.6, 0.2], "duration": ["3us"]}
+    )
+    # The kept values stay in the study's order; a zip group keeps whole rows.
+    assert [row for axis in quick.axes for row in axis.values] == [
+        (0.2,),
+        (0.6,),
+        ("3us", "4KiB"),
+    ]
+    quick_points = expand(quick)
+    assert [p.seed for p in quick_points] == [1, 1]
+    by_values = {(tuple(p.values.items()), p.seed): p.key for p in expand(full)}
+    assert all(by_values[(tuple(p.values.items()), p.seed)] == p.key for p in quick_points)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"keep": {"workloads.0.lod": [0.2]}}, "no parameter 'workloads.0.lod'"),
+        ({"keep": {"workloads.0.load": [0.9]}}, "no value of workloads.0.load is kept"),
+        ({"replications": 4}, "expected 1 to 3 replications"),
+    ],
+)
+def test_restricting_to_what_the_study_does_not_have_is_refused(
+    tmp_path: Path, kwargs: dict, message: str
+) -> None:
+    path = write_study(
+        tmp_path / "s.yaml",
+        study_text("parameters:\n  workloads.0.load: [0.2, 0.4]\nreplications: 3\n"),
+    )
+    with pytest.raises(ValueError, match=message):
+        load_study(path).restricted(**kwargs)
