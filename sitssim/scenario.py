@@ -83,7 +83,7 @@ from sitssim.quantities import (
     Time,
     count,
 )
-from sitssim.yaml_bounds import line_map, load_yaml, plain, read_scenario_bytes
+from sitssim.yaml_bounds import line_map, line_of, load_yaml, plain, read_scenario_bytes
 
 SCHEMA_VERSION = 1
 
@@ -394,12 +394,7 @@ class SourceInfo:
 
     def line_of(self, loc: Iterable[Any]) -> int | None:
         """Line of the deepest known prefix of ``loc`` (1-based)."""
-        key = tuple(loc)
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            key = key[:-1]
-        return None
+        return line_of(self.lines, tuple(loc))
 
 
 class Scenario(_Strict):

@@ -333,6 +333,16 @@ def line_map(data: Any) -> dict[tuple, int]:
     return lines
 
 
+def line_of(lines: dict[tuple, int], loc: tuple) -> int | None:
+    """Line of the deepest prefix of ``loc`` that ``lines`` (a ``line_map``) knows."""
+    key = tuple(loc)
+    while key:
+        if key in lines:
+            return lines[key]
+        key = key[:-1]
+    return None
+
+
 def plain(node: Any) -> Any:
     """Builtin types only: ruamel's scalar subclasses would leak into messages and reports."""
     if isinstance(node, TaggedScalar):

@@ -31,7 +31,7 @@ from typing import Any
 from sitssim.errors import InputError, shown
 from sitssim.files import read_regular_file
 from sitssim.spec.catalogue import CLAUSES
-from sitssim.yaml_bounds import MAX_FILE_BYTES, line_map, load_yaml, plain
+from sitssim.yaml_bounds import MAX_FILE_BYTES, line_map, line_of, load_yaml, plain
 
 MAX_VALUES = 10_000
 """Most values one parameter may take: a step of 1e-9 by mistake is refused, not run."""
@@ -95,12 +95,8 @@ class Study:
         return tuple(p for axis in self.axes for p in axis.paths)
 
     def line_of(self, *loc: Any) -> int | None:
-        key = tuple(loc)
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            key = key[:-1]
-        return self.lines.get(())
+        """Line of ``loc`` or its deepest known prefix; else where the file's mapping starts."""
+        return line_of(self.lines, loc) or self.lines.get(())
 
     def restricted(
         self, replications: int | None = None, keep: dict[str, list[Any]] | None = None
