@@ -131,11 +131,7 @@ def schema(study: Study) -> pa.Schema:
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    return math.nan
+    return float(value) if isinstance(value, int | float) else math.nan
 
 
 def project(

@@ -120,7 +120,7 @@ def _check_metrics(study: Study, record: dict[str, Any]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else " (report.json's metrics has them)"
             raise study.error(f"no metric {name!r} in the run's metrics{hint}", "metrics", i)
         value = metrics[name]
-        if value is not None and (isinstance(value, str) or not isinstance(value, int | float)):
+        if value is not None and not isinstance(value, int | float):
             raise study.error(
                 f"metric {name!r} is {type(value).__name__}: a sweep collects numbers",
                 "metrics",

@@ -29,7 +29,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,14 @@ POINTS, SUPERSEDED, FIGURES = "points", "superseded", "figures"
 SUMMARY = "summary.parquet"
 _POINT = re.compile(r"[0-9a-f]{32}\.parquet")
 _TMP = re.compile(r"\.([0-9a-f]{32}|summary|sitssim-sweep)\.\d+\.tmp")
+
+
+def _replace(final: Path, write: Callable[[Path], object]) -> None:
+    """``write`` a file under its dot-named tmp name beside ``final`` (``.<stem>.<pid>.tmp``,
+    which ``_TMP`` knows), then rename it over ``final`` in one step."""
+    tmp = final.with_name(f".{final.stem.lstrip('.')}.{os.getpid()}.tmp")
+    write(tmp)
+    os.replace(tmp, final)
 
 
 def _refuse(out: Path, message: str) -> InputError:
@@ -120,12 +128,8 @@ class SweepFolder:
             "study_file": str(self.study.path),
             "figures": figures,
         }
-        self._replace(self.out / MARKER, json.dumps(marker, indent=2).encode() + b"\n")
-
-    def _replace(self, path: Path, data: bytes) -> None:
-        tmp = path.with_name(f".{path.name.lstrip('.')}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        text = json.dumps(marker, indent=2) + "\n"
+        _replace(self.out / MARKER, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
     # --- points ------------------------------------------------------------------
 
@@ -148,10 +152,7 @@ class SweepFolder:
 
     def write_point(self, key: str, row: pa.Table) -> None:
         """Store one finished point atomically (module docstring)."""
-        final = self.out / POINTS / f"{key}.parquet"
-        tmp = final.with_name(f".{key}.{os.getpid()}.tmp")
-        pq.write_table(row, tmp)
-        os.replace(tmp, final)
+        _replace(self.out / POINTS / f"{key}.parquet", lambda tmp: pq.write_table(row, tmp))
 
     def supersede(self, keep: set[str]) -> int:
         """Move the point files whose keys are not in ``keep`` out of ``points/``, so that
@@ -167,10 +168,7 @@ class SweepFolder:
     # --- what is made from the points ---------------------------------------------
 
     def write_summary(self, summary: pa.Table) -> None:
-        final = self.out / SUMMARY
-        tmp = self.out / f".summary.{os.getpid()}.tmp"
-        pq.write_table(summary, tmp)
-        os.replace(tmp, final)
+        _replace(self.out / SUMMARY, lambda tmp: pq.write_table(summary, tmp))
 
     @contextlib.contextmanager
     def figures(self) -> Iterator[list[str]]:
