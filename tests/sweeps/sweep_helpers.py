@@ -21,6 +21,16 @@ DIRECT_RC = ROOT / "scenarios" / "direct_rc_4gpu.yaml"
 CHAIN_9HOP = ROOT / "scenarios" / "violations" / "chain_9hop.yaml"
 
 
+# Two short points on DIRECT_RC: what the backend tests send to other processes.
+TWO_LOADS_ON_DIRECT_RC = (
+    f"base: {DIRECT_RC}\n"
+    "parameters:\n"
+    "  duration: [2us]\n"
+    "  workloads.0.load: [0.2, 0.4]\n"
+    "metrics: [delivered_GBps, data_latency_ns.p99, messages]\n"
+)
+
+
 def write_study(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sweeps.sweep_helpers import DIRECT_RC, assert_same_rows, refuse_to_run, write_study
+from sweeps.sweep_helpers import (
+    TWO_LOADS_ON_DIRECT_RC,
+    assert_same_rows,
+    refuse_to_run,
+    write_study,
+)
 
 import sitssim
 
@@ -14,14 +19,7 @@ import sitssim
 def test_a_two_worker_local_cluster_gives_the_local_backends_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write_study(
-        tmp_path / "dask.yaml",
-        f"base: {DIRECT_RC}\n"
-        "parameters:\n"
-        "  duration: [2us]\n"
-        "  workloads.0.load: [0.2, 0.4]\n"
-        "metrics: [delivered_GBps, data_latency_ns.p99, messages]\n",
-    )
+    path = write_study(tmp_path / "dask.yaml", TWO_LOADS_ON_DIRECT_RC)
     local = sitssim.sweep(path, tmp_path / "local", workers=1, figures=False)
     assert (local["status"] == "ok").all()
     # The cluster's workers are processes of their own: were a point run here, it would fail.

@@ -13,8 +13,8 @@ import pytest
 from located_errors import marked_line
 from scipy import stats
 from sweeps.sweep_helpers import (
-    DIRECT_RC,
     FAT_TREE,
+    TWO_LOADS_ON_DIRECT_RC,
     Spy,
     assert_same_rows,
     files,
@@ -312,14 +312,7 @@ def test_the_folders_own_copy_of_the_study_sweeps_into_it_again(
 def test_a_pool_of_two_workers_gives_the_rows_of_one_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write_study(
-        tmp_path / "pool.yaml",
-        f"base: {DIRECT_RC}\n"
-        "parameters:\n"
-        "  duration: [2us]\n"
-        "  workloads.0.load: [0.2, 0.4]\n"
-        "metrics: [delivered_GBps, data_latency_ns.p99, messages]\n",
-    )
+    path = write_study(tmp_path / "pool.yaml", TWO_LOADS_ON_DIRECT_RC)
     alone = sitssim.sweep(path, None, workers=1)
     assert (alone["status"] == "ok").all()
     # Spawned workers import the real simulator; this process's would fail every point.
