@@ -20,6 +20,7 @@ a 9-hop chain) is valid input: it runs, and its clause fails.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import json
@@ -95,6 +96,7 @@ class _Strict(BaseModel):
 
 
 # --- links -------------------------------------------------------------------
+
 
 class LinkProfile(_Strict):
     """One direction's signalling: rate per lane, lanes, line encoding, flight time."""
@@ -746,13 +748,23 @@ def scenario_from_data(
     return scenario
 
 
-def load_scenario(path: str | Path, edit: Callable[[Any], None] | None = None) -> Scenario:
+Edit = Callable[[Any], None]
+
+
+def load_scenario(path: str | Path, edit: Edit | None = None) -> Scenario:
     """Read, check and validate a scenario file.
 
     ``edit``, if given, changes the file's parsed data in place before it is validated:
     a study's variant of a scenario is checked as strictly as the file, its errors still
     name the file (the lines are the base's), and its hash covers the edit too.
     """
+    return scenario_variants(path)(edit)
+
+
+def scenario_variants(path: str | Path) -> Callable[[Edit | None], Scenario]:
+    """Read and parse a scenario file once; each call validates its data, ``edit``-ed on a
+    fresh copy, as ``load_scenario(path, edit)`` would (a study's many variants pay for
+    one parse)."""
     name = str(path)
     raw = read_scenario_bytes(name)
     data = load_yaml(raw, name)
@@ -764,8 +776,14 @@ def load_scenario(path: str | Path, edit: Callable[[Any], None] | None = None) -
         )
     lines = line_map(data)
     parsed = plain(data)
-    digest = hashlib.sha256(raw)
-    if edit is not None:
-        edit(parsed)
-        digest.update(json.dumps(parsed, sort_keys=True, default=str).encode())
-    return scenario_from_data(parsed, path=name, lines=lines, sha256=digest.hexdigest())
+
+    def variant(edit: Edit | None) -> Scenario:
+        digest = hashlib.sha256(raw)
+        data = parsed
+        if edit is not None:
+            data = copy.deepcopy(parsed)
+            edit(data)
+            digest.update(json.dumps(data, sort_keys=True, default=str).encode())
+        return scenario_from_data(data, path=name, lines=lines, sha256=digest.hexdigest())
+
+    return variant

@@ -22,6 +22,7 @@ import copy
 import hashlib
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from sitssim import __version__
 from sitssim.errors import InputError, shown
 from sitssim.preflight import preflight
 from sitssim.quantities import MAX_SEED
-from sitssim.scenario import Scenario, load_scenario
+from sitssim.scenario import Edit, Scenario, scenario_variants
 from sitssim.sweeps.study import Study
 
 Where = dict[str, tuple[int | None, str]]
@@ -103,7 +104,9 @@ def _at(study: Study, where: tuple[int | None, str], message: str) -> InputError
     return InputError(message, file=str(study.path), line=line, field=field)
 
 
-def _apply(study: Study, values: dict[str, Any], where: Where) -> Scenario:
+def _apply(
+    study: Study, variant: Callable[[Edit | None], Scenario], values: dict[str, Any], where: Where
+) -> Scenario:
     def edit(data: Any) -> None:
         for path, value in values.items():
             try:
@@ -113,7 +116,7 @@ def _apply(study: Study, values: dict[str, Any], where: Where) -> Scenario:
             container[key] = copy.deepcopy(value)
 
     try:
-        return load_scenario(study.base, edit=edit)
+        return variant(edit)
     except InputError as exc:
         if exc.file == str(study.path):
             raise
@@ -132,7 +135,9 @@ def _apply(study: Study, values: dict[str, Any], where: Where) -> Scenario:
 
 def expand(study: Study) -> list[Point]:
     """Every point of ``study``, checked (module docstring)."""
-    base = load_scenario(study.base) if not study.axes else None
+    # The base is read and parsed once; each combination validates its own copy.
+    variant = scenario_variants(study.base)
+    base = variant(None) if not study.axes else None
     where = {
         path: (line, field)
         for axis in study.axes
@@ -148,7 +153,7 @@ def expand(study: Study) -> list[Point]:
             for axis, row in zip(study.axes, combination, strict=True)
             for path, value in zip(axis.paths, row, strict=True)
         }
-        scenario = _apply(study, values, where) if values else base
+        scenario = _apply(study, variant, values, where) if values else base
         assert scenario is not None
         canonical = _canonical(scenario.updated(seed=0))
         if canonical in owner:
