@@ -16,9 +16,9 @@ A point file is written under a dot name in ``points/`` (``.<key>.<pid>.tmp``, w
 parquet readers skip) and renamed over its final name in one ``os.replace``: a kill at
 any instant leaves the point finished whole or not at all, and the tmp file is removed
 by the next sweep, which holds the lock, so no writer can own it. Only the parent process
-writes; workers return records. A folder that exists, is not empty and has no marker, or
-holds a run's results, is refused: sitssim never writes into what it did not make, and
-deletes only its own tmp files and the figures its marker lists.
+writes; workers return records. A folder that exists, holds more than a lock and has no
+marker, or holds a run's results, is refused: sitssim never writes into what it did not
+make, and deletes only its own tmp files and the figures its marker lists.
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ class SweepFolder:
         if out.exists():
             if (out / RUN_MARKER).exists():
                 raise _refuse(out, "holds the results of a run, not a sweep: choose another --out")
-            if not (out / MARKER).is_file() and any(out.iterdir()):
+            # A sweep takes the lock before it writes the marker, so a folder holding
+            # only the lock is one being started: the flock below names its owner.
+            if not (out / MARKER).is_file() and any(e.name != LOCK for e in out.iterdir()):
                 raise _refuse(
                     out, "is not empty and no sweep wrote it: choose an empty or new folder"
                 )

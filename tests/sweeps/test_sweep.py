@@ -3,8 +3,10 @@ points, re-projection, folder safety, and the local pool against one process."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -321,3 +323,24 @@ def test_a_pool_of_two_workers_gives_the_rows_of_one_process(
     assert (pooled["status"] == "ok").all(), pooled["error"].tolist()
     assert pooled["key"].tolist() == alone["key"].tolist()
     assert_same_rows(pooled, alone)
+
+
+def test_a_folder_another_sweep_has_just_locked_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The instant between a sweep's lock and its marker: the folder holds only the lock.
+    out = tmp_path / "out"
+    out.mkdir()
+    held = os.open(out / ".sitssim-sweep.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(held, b"4242\n", 0)
+        spy = Spy(monkeypatch)
+        with pytest.raises(InputError) as err:
+            sitssim.sweep(write_study(tmp_path / "s.yaml", study_text()), out, workers=1)
+    finally:
+        os.close(held)
+    assert err.value.field == "--out"
+    assert "another sweep (PID 4242) is writing here" in err.value.message
+    assert spy.calls == []
+    assert sorted(p.name for p in out.iterdir()) == [".sitssim-sweep.lock"]
