@@ -6,12 +6,13 @@ The workload is ``bench_transport.py``'s: the fabric of ``scenarios/fat_tree_8gp
 under saturating uniform random traffic (load 0.95 on every GPU), one schedule drawn once.
 The transport runs it with every switch output-queued (the default model) and with every
 switch input-queued (``switch.model: input_queued``, its defaults, or VOQs with iSLIP with
-``--voq``), in interleaved pairs in this one process, so that a slow spell of the shared
-machine hits both alike. The figure is the median over pairs of input-queued hop-events
-per CPU-second over output-queued ones (a hop-event: one channel crossed by a delivered
-message). The two models compute different things (head-of-line blocking costs latency),
-so only their delivered message counts are compared. Not a test: nothing here asserts on
-time.
+``--voq``; on this fabric of one VC without credits the transport builds FIFO switches as
+``OneVcFifoSwitch``, as it would a scenario's), in interleaved pairs in this one process,
+so that a slow spell of the shared machine hits both alike. The figure is the median over
+pairs of input-queued hop-events per CPU-second over output-queued ones (a hop-event: one
+channel crossed by a delivered message). The two models compute different things
+(head-of-line blocking costs latency), so only their delivered message counts are
+compared. Not a test: nothing here asserts on time.
 """
 
 from __future__ import annotations

@@ -96,6 +96,14 @@ class Node:
         self._env = env
         self._vc = vc
 
+    @classmethod
+    def for_fabric(cls, *, one_vc: bool, credited_outputs: bool) -> type[Node]:
+        """The class to build this model's nodes with on a fabric whose messages all travel
+        on VC 0 (``one_vc``) and where some channel leaving a switch has credits or none
+        does (``credited_outputs``): a model may choose a class specialised for that
+        fabric; by default, itself."""
+        return cls
+
     def arrive(self, msg: int, in_port: OutputPort) -> None:
         """``msg`` has crossed ``in_port`` into this node."""
         if self._dst[msg] == self.index:

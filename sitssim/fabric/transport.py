@@ -129,8 +129,9 @@ def port_class(
 class Transport:
     """Messages over the fabric's nodes and ports (see the module docstring).
 
-    ``switch_model`` is the node class of every switch; ``ports[c]`` is channel ``c``'s
-    output port, ``node_objects[i]`` node ``i`` (``nodes[i]`` its name).
+    ``switch_model`` is the model of every switch (built as the class its ``for_fabric``
+    chooses for this fabric); ``ports[c]`` is channel ``c``'s output port,
+    ``node_objects[i]`` node ``i`` (``nodes[i]`` its name).
     """
 
     def __init__(
@@ -185,6 +186,16 @@ class Transport:
         if nodes != router.tables.names:
             raise ValueError("nodes must be numbered as the route tables number them (sorted)")
         self.routing: RankedRouting = TableRouting(router, self.src, self.dst)
+        graph = fabric.graph
+        switch_model = switch_model.for_fabric(
+            one_vc=message_vcs is None,
+            credited_outputs=credit_links is not None
+            and any(
+                credit_links[ch.id] is not None
+                for ch in fabric.channels
+                if graph.nodes[ch.src]["kind"] not in ENDPOINT_KINDS
+            ),
+        )
         self.node_objects = [self._node(i, name, switch_model) for i, name in enumerate(nodes)]
         self._build_ports(flit_links, credit_links)
         self.routing.connect(self.ports)

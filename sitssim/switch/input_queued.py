@@ -32,7 +32,9 @@ messages waiting asks for the earliest time an output they want is free. A wake-
 superseded by an earlier one is ignored. A wake-up is stepped after every ordinary event
 due at its time (``AFTER_ARRIVALS``), whenever it was scheduled, so that every message
 arriving at that instant takes part in the matching, and none is left to the next cell
-time for having been scheduled later.
+time for having been scheduled later. An arrival that asks for an allocation now, when no
+other event is due now, allocates at once instead: that wake-up would have been the next
+event, and nothing could have changed the switch before it.
 
 An output with credits towards the next node (a :class:`CreditedPort`) is requested only
 by heads whose credits are there (``CreditLink.fits``); a head refused for credit starts
@@ -46,6 +48,10 @@ an output carries went through the allocator and no output keeps a queue of its 
 Ports are numbered in the order they first carry a message through the switch (the
 transport builds nodes before ports), and the allocator is rebuilt each time a new one
 appears, which happens only until every port has been used.
+
+On a fabric of one VC whose switch outputs have no credits, FIFO inputs are built as
+:class:`OneVcFifoSwitch` (``for_fabric``): the same matchings, less the bookkeeping of
+several VCs per input and of heads short of credit, which such a fabric cannot have.
 
 Recording
 ---------
@@ -82,7 +88,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from heapq import heappush
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from simpy.events import NORMAL
 
@@ -215,6 +221,15 @@ class InputQueuedSwitch(Node):
         self._push = heappush
         self._woken_cbs = callbacks_of(self._woken)
 
+    @classmethod
+    def for_fabric(cls, *, one_vc: bool, credited_outputs: bool) -> type[Node]:
+        """FIFO inputs on a fabric of one VC whose switch outputs have no credits: this class
+        with :class:`OneVcFifoSwitch`'s hot path behind it (its parameters and overrides
+        kept)."""
+        if cls.voq or not one_vc or credited_outputs or issubclass(cls, OneVcFifoSwitch):
+            return cls
+        return type(f"OneVcFifo{cls.__name__}", (cls, OneVcFifoSwitch), {"__slots__": ()})
+
     # --- numbering ---------------------------------------------------------------
 
     def _input(self, port: OutputPort | None) -> int:
@@ -288,14 +303,19 @@ class InputQueuedSwitch(Node):
         lanes = queues[vc] if vc < len(queues) else self._lanes(i, vc)
         held = self._occupancy[i][vc]
         if held >= self.input_buffer:
-            raise InvariantViolation(
-                f"switch {self.name}: message {msg} arrived at input {i} (channel "
-                f"{in_port.channel}), whose VC {vc} buffer already holds {held} of "
-                f"{self.input_buffer} messages"
-            )
+            raise self._overflow(msg, i, in_port, vc, held)
         if self._holds >> i & 1:
             in_port.hold(msg)
-        self._enqueue(msg, i, vc, lanes, o, held)
+        self._allocate_at(self._enqueue(msg, i, vc, lanes, o, held))
+
+    def _overflow(
+        self, msg: int, i: int, in_port: OutputPort, vc: int, held: int
+    ) -> InvariantViolation:
+        return InvariantViolation(
+            f"switch {self.name}: message {msg} arrived at input {i} (channel "
+            f"{in_port.channel}), whose VC {vc} buffer already holds {held} of "
+            f"{self.input_buffer} messages"
+        )
 
     def inject(self, msg: int) -> None:
         """The switch's own ``msg`` enters the crossbar through the management input, whose
@@ -304,7 +324,7 @@ class InputQueuedSwitch(Node):
         o = self._output(self.routing.route(self, msg, None))
         vc = 0 if self._vc is None else self._vc[msg]
         lanes = self._lanes(i, vc)
-        self._enqueue(msg, i, vc, lanes, o, self._occupancy[i][vc])
+        self._wake(self._enqueue(msg, i, vc, lanes, o, self._occupancy[i][vc]))
 
     def _enqueue(
         self,
@@ -314,7 +334,9 @@ class InputQueuedSwitch(Node):
         lanes: list[deque[tuple[int, int, float]]],
         o: int,
         held: int,
-    ) -> None:
+    ) -> float:
+        """Buffer ``msg``; return when the switch should allocate for it (inf: the wake-up
+        its input's earlier head asked for covers it)."""
         self._occupancy[i][vc] = held + 1
         if held + 1 > self.peak[i]:
             self.peak[i] = held + 1
@@ -335,25 +357,21 @@ class InputQueuedSwitch(Node):
                 self._askers[o] |= 1 << i
                 self._wanted |= bit
             t = self.out_ports[o].free_at
-            if t < now:
-                t = now
-            if t < self._wake_at:
-                self._wake(t)
+            return t if t > now else now
+        return math.inf
 
     # --- allocation --------------------------------------------------------------
 
-    def _allocate(self) -> None:
-        now = self._env._now
+    def _free_outputs(self, now: float) -> tuple[int, int, float]:
+        """The outputs asked for that are free now (bits), how many inputs ask for them (each
+        input asks for one output unless ``_several``: then they are counted again), and
+        when the first of the others is free."""
         outs = self.out_ports
         askers = self._askers
-        # The outputs asked for that are free now, how many inputs ask for them (each input
-        # asks for one output unless ``_several``: then they are counted again below), and
-        # when the first of the others is free.
-        wanted = self._wanted
         free = 0
         asking = 0
         busy_until = math.inf
-        rest = wanted
+        rest = self._wanted
         while rest:
             low = rest & -rest
             rest ^= low
@@ -364,6 +382,14 @@ class InputQueuedSwitch(Node):
                 asking += askers[o].bit_count()
             elif f < busy_until:
                 busy_until = f
+        return free, asking, busy_until
+
+    def _allocate(self) -> None:
+        now = self._env._now
+        outs = self.out_ports
+        askers = self._askers
+        wanted = self._wanted
+        free, asking, busy_until = self._free_outputs(now)
         self.allocations += 1
         assert self._allocator is not None
         starved = free & self._credited
@@ -380,13 +406,6 @@ class InputQueuedSwitch(Node):
                     self._cross(i, o, now, -1)
         if not self._wanted:
             return
-        # What still waits is matched again when an output it wants, or one just granted,
-        # is next free: never again now, since one matching per instant is the crossbar's
-        # speedup of 1 (an output left free and unmatched waits for the next cell time).
-        # Of the outputs wanted now, those busy before the matching are still busy and
-        # still wanted (only a granted output loses askers): their first free time is
-        # ``busy_until``; the others are the granted ones and those the crossings' new heads
-        # asked for.
         t = busy_until
         o = 0
         while starved:
@@ -396,6 +415,21 @@ class InputQueuedSwitch(Node):
                     t = f
             starved >>= 1
             o += 1
+        self._wake_next(now, t, granted, wanted)
+
+    def _wake_next(self, now: float, t: float, granted: int, wanted: int) -> None:
+        """After a matching at ``now``, of the outputs ``wanted`` before it, ask for the next
+        allocation: at ``t`` (the first of the outputs busy before the matching is free, or
+        a credit they lack is back), or sooner when an output granted now, or one the
+        crossings' new heads asked for, is free.
+
+        What still waits is matched again when an output it wants, or one just granted, is
+        next free: never again now, since one matching per instant is the crossbar's
+        speedup of 1 (an output left free and unmatched waits for the next cell time). The
+        outputs busy before the matching are still busy and still wanted (only a granted
+        output loses askers), so ``t`` covers them.
+        """
+        outs = self.out_ports
         rest = granted | (self._wanted & ~wanted)
         while rest:
             low = rest & -rest
@@ -599,11 +633,150 @@ class InputQueuedSwitch(Node):
             # Pushed at ``t`` itself, so that the wake-up finds ``free_at <= now`` exactly.
             self._push(self._queue, (t, AFTER_ARRIVALS, next(self._eid), Hop(self._woken_cbs, 0)))
 
+    def _allocate_at(self, t: float) -> None:
+        """Allocate at ``t``, as an arrival asks: at once if ``t`` is now and no other event
+        is due now, else by a wake-up. With nothing else due now, the wake-up would be the
+        next event stepped, and an arrival is its event's whole work, so nothing could
+        change the switch in between: allocating at once is the same matching, less an
+        event."""
+        if t < self._wake_at:
+            queue = self._queue
+            if t == self._env._now and (not queue or queue[0][0] > t):
+                self._wake_at = math.inf
+                self._allocate()
+            else:
+                self._wake(t)
+
     def _woken(self, _ev: Hop) -> None:
         if self._wake_at != self._env._now:
             return
         self._wake_at = math.inf
         self._allocate()
+
+
+class OneVcFifoSwitch(InputQueuedSwitch):
+    """The input-queued switch with FIFO inputs on a fabric of one VC whose switch outputs
+    have no credits (chosen by ``InputQueuedSwitch.for_fabric``): the same matchings,
+    crossings and records, less the bookkeeping that only several VCs or credited outputs
+    need. Its inputs may still advertise credits upstream (``hold`` and ``release``).
+
+    Each input has one FIFO, ``_fifo[i]`` (the general class's ``_queues[i][0][0]``, so
+    whatever reads the buffers reads it); its length is the buffer's occupancy and its
+    head's output the input's one request. So every allocation grants output by output
+    from the askers (``Allocator.grant_askers``), no head waits for credit, and an input's
+    request changes only when its head does.
+    """
+
+    __slots__ = ("_fifo",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fifo: list[deque[tuple[int, int, float]]] = []
+
+    def _input(self, port: OutputPort | None) -> int:
+        i = super()._input(port)
+        if i == len(self._fifo):
+            self._fifo.append(self._lanes(i, 0)[0])
+        return i
+
+    def _output(self, port: OutputPort) -> int:
+        if isinstance(port, CreditedPort):
+            raise InvariantViolation(
+                f"switch {self.name}: channel {port.channel} has credits, and this switch "
+                "class was chosen for outputs without them"
+            )
+        return super()._output(port)
+
+    def arrive(self, msg: int, in_port: OutputPort) -> None:
+        if self._dst[msg] == self.index:
+            self.take(msg, in_port)
+            return
+        i = self._in_index.get(in_port)
+        if i is None:
+            i = self._input(in_port)
+        out = self.routing.route(self, msg, in_port)
+        o = self._out_index.get(out)
+        if o is None:
+            o = self._output(out)
+        queue = self._fifo[i]
+        held = len(queue)
+        if held >= self.input_buffer:
+            raise self._overflow(msg, i, in_port, 0, held)
+        if self._holds >> i & 1:
+            in_port.hold(msg)
+        t = self._join(msg, i, o, queue, held)
+        if t < self._wake_at:
+            self._allocate_at(t)
+
+    def inject(self, msg: int) -> None:
+        i = self._input(None)
+        o = self._output(self.routing.route(self, msg, None))
+        queue = self._fifo[i]
+        self._wake(self._join(msg, i, o, queue, len(queue)))
+
+    def _join(
+        self, msg: int, i: int, o: int, queue: deque[tuple[int, int, float]], held: int
+    ) -> float:
+        """``_enqueue`` for input ``i``'s FIFO, which holds ``held`` messages."""
+        now = self._env._now
+        queue.append((msg, o, now))
+        if held >= self.peak[i]:
+            self.peak[i] = held + 1
+        if held:
+            return math.inf
+        self._askers[o] |= 1 << i
+        self._wanted |= 1 << o
+        t = self.out_ports[o].free_at
+        return t if t > now else now
+
+    def _allocate(self) -> None:
+        """The general class's ``_allocate`` on its per-output path, with the next wake-up
+        (``_wake_next``) worked out as the crossings are made: every free output asked for
+        is granted, so each crossing's output, and a new head's output that was not asked
+        for before, are the outputs whose free times it looks at."""
+        now = self._env._now
+        free, asking, t = self._free_outputs(now)
+        self.allocations += 1
+        self.requests += asking
+        if not free:
+            self._wake(t)
+            return
+        assert self._allocator is not None
+        askers = self._askers
+        grants = self._allocator.grant_askers(askers, free)
+        grants.sort()
+        fifo = self._fifo
+        outs = self.out_ports
+        log = self.log
+        holds = self._holds
+        wanted = self._wanted
+        for i, o in grants:
+            queue = fifo[i]
+            msg, _, t_in = queue.popleft()
+            log.extend((t_in, now, i, msg, o))
+            head = queue[0][1] if queue else -1
+            if head != o:
+                us = 1 << i
+                left = askers[o] & ~us
+                askers[o] = left
+                if not left:
+                    wanted ^= 1 << o
+                if head >= 0:
+                    askers[head] |= us
+                    if not wanted >> head & 1:
+                        wanted |= 1 << head
+                        f = outs[head].free_at
+                        if now < f < t:
+                            t = f
+            out = outs[o]
+            out.send(msg, None)
+            if holds >> i & 1:
+                self.in_ports[i].release(msg, out.last_start, now)  # type: ignore[union-attr]
+            if out.free_at < t:
+                t = out.free_at
+        self._wanted = wanted
+        if wanted:
+            self._wake(t)
 
 
 def input_queued_model(params: SwitchParams) -> type[InputQueuedSwitch]:

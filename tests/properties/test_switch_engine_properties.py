@@ -301,12 +301,18 @@ def recording(model: type[Node], log: list[Arrival]) -> type[Node]:
     """``model`` with every arrival logged (before the model sees it, when the engine's
     columns still hold this hop's start and tail)."""
 
-    def arrive(self: Node, msg: int, in_port: OutputPort) -> None:
-        tail = in_port.t_tail[msg] if isinstance(in_port, TowardCutThrough) else None
-        log.append(Arrival(msg, in_port.channel, self._env._now, in_port.t_left[msg], tail))
-        model.arrive(self, msg, in_port)
+    class Recording(model):  # type: ignore[valid-type,misc]
+        __slots__ = ()
 
-    return type(f"Recording{model.__name__}", (model,), {"__slots__": (), "arrive": arrive})
+        def arrive(self, msg: int, in_port: OutputPort) -> None:
+            tail = in_port.t_tail[msg] if isinstance(in_port, TowardCutThrough) else None
+            log.append(Arrival(msg, in_port.channel, self._env._now, in_port.t_left[msg], tail))
+            # super(): the transport may build the model as a class specialised for the
+            # fabric, behind this one (``Node.for_fabric``).
+            super().arrive(msg, in_port)
+
+    Recording.__name__ = f"Recording{model.__name__}"
+    return Recording
 
 
 @dataclass

@@ -9,7 +9,7 @@ Hluchyj and Morgan's 0.750 / 0.655 / 0.618 (N = 2, 4, 8), VOQs with iSLIP near 1
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import pairwise
 from typing import Any
 
@@ -19,8 +19,8 @@ import simpy
 
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.messages import KIND_DATA
-from sitssim.fabric.nodes import OutputQueuedSwitch
-from sitssim.fabric.ports import CreditedPort
+from sitssim.fabric.nodes import Node, OutputQueuedSwitch
+from sitssim.fabric.ports import CreditedPort, Hop, callbacks_of
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Channel, build_fabric
 from sitssim.fabric.transport import Transport
@@ -28,7 +28,11 @@ from sitssim.link.credit_link import CreditLink
 from sitssim.scenario import SwitchParams, scenario_from_data
 from sitssim.stages.base import empty_schedule
 from sitssim.switch.arbiter import ISlipAllocator, RoundRobinAllocator
-from sitssim.switch.input_queued import InputQueuedSwitch, input_queued_model
+from sitssim.switch.input_queued import (
+    InputQueuedSwitch,
+    OneVcFifoSwitch,
+    input_queued_model,
+)
 from sitssim.switch.registry import SWITCH_MODELS
 
 CELL = 256
@@ -43,16 +47,28 @@ def every_channel(c: Channel) -> CreditLink:
     return CreditLink(c.id, 4, 64, 100.0, CELL)
 
 
-def star(n: int, *, credits: bool | CreditsOf = False, **switch: Any) -> Transport:
+def star(
+    n: int, *, credits: bool | CreditsOf = False, general: bool = False, **switch: Any
+) -> Transport:
     """N senders s<i> and N receivers r<j> around one input-queued switch ``sw``; with
     ``credits``, every channel's far end advertises finite credits (``every_channel``), or
-    those ``credits(channel)`` gives."""
+    those ``credits(channel)`` gives; ``general``: the switch is built as the general class
+    even where the transport would choose a specialised one (``Node.for_fabric``)."""
     nodes = [{"id": f"s{i}", "kind": "gpu"} for i in range(n)]
     nodes += [{"id": f"r{i}", "kind": "gpu"} for i in range(n)]
     nodes.append({"id": "sw", "kind": "switch"})
     edges = [{"a": f"s{i}", "b": "sw"} for i in range(n)]
     edges += [{"a": "sw", "b": f"r{i}"} for i in range(n)]
-    return transport_of(nodes, edges, credits, switch)
+    return transport_of(nodes, edges, credits, switch, general=general)
+
+
+def as_built(model: type[Node]) -> type[Node]:
+    """``model``, built as it is whatever the fabric (``Node.for_fabric``)."""
+    return type(
+        f"General{model.__name__}",
+        (model,),
+        {"__slots__": (), "for_fabric": classmethod(lambda cls, **_: cls)},
+    )
 
 
 def transport_of(
@@ -62,6 +78,7 @@ def transport_of(
     switch: dict[str, Any],
     message_vcs: tuple[tuple[int, ...], ...] | None = None,
     lanes: int = 16,
+    general: bool = False,
 ) -> Transport:
     """``lanes``: of the links of edges marked ``"link": "narrow"``."""
     scenario = scenario_from_data(
@@ -78,6 +95,8 @@ def transport_of(
     )
     fabric = build_fabric(scenario)
     model = SWITCH_MODELS[scenario.switch.model](scenario.switch)
+    if general:
+        model = as_built(model)
     credit_links: list[CreditLink | None] | None = None
     if credits:
         of = every_channel if credits is True else credits
@@ -362,25 +381,78 @@ def test_the_same_run_twice_gives_the_same_times() -> None:
     assert runs[0] == runs[1]
 
 
+def into_switch(c: Channel) -> CreditLink | None:
+    """Credits on the senders' channels only: the switch's inputs advertise, its outputs
+    do not."""
+    return every_channel(c) if c.dst == "sw" else None
+
+
+def mixed_traffic(t: Transport, n: int, seed: int) -> None:
+    """A backlog at t = 0 (arrivals together), Poisson injections after it (mostly alone
+    at their instant) and some of the switch's own messages (its management input)."""
+    backlog(t, n, 40, seed)
+    rng = np.random.default_rng(seed)
+    senders = [t.node_id[f"s{i}"] for i in range(n)] + [t.node_id["sw"]] * 2
+    gaps = rng.exponential(0.7 * cell_time(t) / n, size=600)
+    picks = rng.integers(len(senders), size=600).tolist()
+    dests = rng.integers(n, size=600).tolist()
+
+    def inject() -> Iterator[simpy.Event]:
+        for gap, k, d in zip(gaps.tolist(), picks, dests, strict=True):
+            yield t.env.timeout(gap)
+            t.inject(senders[k], t.node_id[f"r{d}"], CELL, 0, KIND_DATA, 0)
+
+    t.env.process(inject())
+
+
 @pytest.mark.parametrize("allocator", ["round_robin", "islip"])
-def test_fifo_inputs_allocated_by_output_cross_as_the_general_matching_makes_them(
-    allocator: str,
+@pytest.mark.parametrize("credits", [False, into_switch], ids=["uncredited", "credited-inputs"])
+def test_the_one_vc_fifo_class_crosses_as_the_general_class_and_its_general_matching(
+    allocator: str, credits: bool | CreditsOf
 ) -> None:
-    """FIFO inputs of one VC each ask for one output, so the switch grants output by output
-    from the askers it keeps (``Allocator.grant_askers``); the same run through the
+    """FIFO inputs of one VC each ask for one output: the class the transport chooses for
+    them (``OneVcFifoSwitch``), the general class granting output by output from the
+    askers it keeps (``Allocator.grant_askers``) and the general class through the
     allocator's general matching over every input's request must give the same crossings,
-    at the same times, in the same order."""
-    logs = []
-    for general in (False, True):
-        t = star(8, allocator=allocator, input_buffer=1000)
+    at the same times, in the same order, and the same records."""
+    runs = []
+    for variant in ("chosen", "general", "general matching"):
+        t = star(8, credits=credits, general=variant != "chosen", allocator=allocator)
         sw = switch_of(t)
-        # The switch falls back to the general path once an input asks for two outputs.
-        sw._several = general
-        backlog(t, 8, 150, seed=4)
+        assert isinstance(sw, OneVcFifoSwitch) == (variant == "chosen")
+        # The general class takes the general path once an input asks for two outputs.
+        sw._several = variant == "general matching"
+        mixed_traffic(t, 8, seed=4)
         t.run()
-        logs.append((list(sw.log), list(t.t_deliver), sw.requests, sw.allocations))
-    assert len(logs[0][0]) == 5 * 8 * 150
-    assert logs[0] == logs[1]
+        runs.append(
+            (list(sw.log), t.t_deliver, sw.requests, sw.allocations, sw.refused, list(sw.peak))
+        )
+    assert len(runs[0][0]) == 5 * (8 * 40 + 600)
+    assert max(runs[0][5]) > 4  # the backlog queued up
+    assert runs[0] == runs[1] == runs[2]
+
+
+@pytest.mark.parametrize(
+    ("fabric", "chosen"),
+    [
+        ({}, True),
+        ({"credits": into_switch}, True),
+        ({"credits": True}, False),
+        ({"voq": True}, False),
+    ],
+    ids=["uncredited", "credited-inputs", "credited-outputs", "voq"],
+)
+def test_the_transport_builds_fifo_switches_of_one_vc_as_the_specialised_class(
+    fabric: dict[str, Any], chosen: bool
+) -> None:
+    sw = switch_of(star(2, input_buffer=7, **fabric))
+    assert isinstance(sw, OneVcFifoSwitch) == chosen
+    assert sw.input_buffer == 7
+    nodes = [{"id": "a", "kind": "gpu"}, {"id": "b", "kind": "gpu"}, {"id": "sw", "kind": "switch"}]
+    edges = [{"a": "a", "b": "sw"}, {"a": "sw", "b": "b"}]
+    # Messages on VCs of their own: the general class.
+    two_vcs = transport_of(nodes, edges, False, {}, message_vcs=((0, 1, 0),))
+    assert not isinstance(two_vcs.node_objects[two_vcs.node_id["sw"]], OneVcFifoSwitch)
 
 
 # --- the switch's contract with its ports, with stand-in ports -------------------------
@@ -433,6 +505,20 @@ class Routing:
         return (self.out,)
 
 
+def arrive_now(
+    env: simpy.Environment, sw: Node, arrivals: list[tuple[int, Any]], delay: float = 0.0
+) -> None:
+    """Each ``(msg, port)`` reaches ``sw`` in ``delay`` ns by an event of its own, as a
+    port's arrivals do, on a queue with nothing due before; step them all (and nothing
+    after)."""
+    for msg, port in arrivals:
+        env.schedule(
+            Hop(callbacks_of(lambda ev, port=port: sw.arrive(ev.msg, port)), msg), delay=delay
+        )
+    for _ in arrivals:
+        env.step()
+
+
 def test_a_message_is_held_routed_once_and_released_as_it_crosses() -> None:
     env = simpy.Environment()
     out = OutPort(env, busy=10.0)
@@ -442,9 +528,7 @@ def test_a_message_is_held_routed_once_and_released_as_it_crosses() -> None:
     # Messages 0..2 are for node 9, message 3 for the switch itself (node 3).
     delivered: list[int] = []
     sw = model(3, "sw", 40.0, routing, [9, 9, 9, 3], delivered.append, env)  # type: ignore[arg-type]
-    sw.arrive(0, in_a)  # type: ignore[arg-type]
-    sw.arrive(1, in_b)  # type: ignore[arg-type]
-    sw.arrive(2, in_a)  # type: ignore[arg-type]
+    arrive_now(env, sw, [(0, in_a), (1, in_b), (2, in_a)])
     assert in_a.calls == [("hold", 0), ("hold", 2)] and in_b.calls == [("hold", 1)]
     assert out.sent == []  # allocation waits until every arrival of this instant is in
     env.run()
@@ -455,10 +539,30 @@ def test_a_message_is_held_routed_once_and_released_as_it_crosses() -> None:
     assert in_a.calls[2:] == [("release", 0, 0.0, 0.0), ("release", 2, 20.0, 20.0)]
     assert in_b.calls[1:] == [("release", 1, 10.0, 10.0)]
     assert routing.asked == [0, 1, 2]
-    sw.arrive(3, in_b)  # type: ignore[arg-type]
+    arrive_now(env, sw, [(3, in_b)])
     assert delivered == [3]
     assert in_b.calls[-1] == ("pass_through", 3, env.now, env.now)
     assert routing.asked == [0, 1, 2]
+
+
+@pytest.mark.parametrize("model", [InputQueuedSwitch, OneVcFifoSwitch])
+def test_an_arrival_alone_at_its_instant_crosses_in_its_own_event(
+    model: type[InputQueuedSwitch],
+) -> None:
+    env = simpy.Environment()
+    out = OutPort(env, busy=10.0)
+    in_a, in_b = InPort(), InPort()
+    sw = model(3, "sw", 40.0, Routing(out), [9, 9, 9], lambda _m: None, env)  # type: ignore[arg-type]
+    arrive_now(env, sw, [(0, in_a)])
+    # Nothing else was due at 0: the matching is made at once, with no wake-up left over.
+    assert [(m, t) for m, _, t in out.sent] == [(0, 0.0)]
+    assert sw.allocations == 1 and env.peek() == math.inf
+    # Two at one instant (3 ns, the output busy until 10): matched together when it frees.
+    arrive_now(env, sw, [(1, in_b), (2, in_a)], delay=3.0)
+    assert len(out.sent) == 1 and env.peek() == 10.0
+    env.run()
+    assert [t for _, _, t in out.sent] == [0.0, 10.0, 20.0]
+    assert sw.allocations == 3
 
 
 @pytest.mark.parametrize("switch", [{}, {"voq": True, "allocator": "islip"}])

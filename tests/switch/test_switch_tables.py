@@ -17,6 +17,7 @@ from switch.test_input_queued import (
     InPort,
     OutPort,
     Routing,
+    arrive_now,
     backlog,
     inject_tenants,
     one_path,
@@ -95,8 +96,7 @@ def test_the_log_and_the_waiting_messages_of_a_switch_with_stand_in_ports() -> N
     model = input_queued_model(SwitchParams(model="input_queued", input_buffer=4))
     sw = model(3, "sw", 40.0, Routing(out), [9, 9, 9], lambda _m: None, env)  # type: ignore[arg-type]
     in_a, in_b = InPort(), InPort()
-    for msg, port in ((0, in_a), (1, in_b), (2, in_a)):
-        sw.arrive(msg, port)  # type: ignore[arg-type]
+    arrive_now(env, sw, [(0, in_a), (1, in_b), (2, in_a)])
     env.run(until=15.0)
     # Two crossings so far (at 0 and 10), message 2 still waiting at input 0.
     assert sw.log == [0.0, 0.0, 0, 0, 0, 0.0, 10.0, 1, 1, 0]
@@ -135,8 +135,7 @@ def test_a_head_for_a_busy_output_is_no_request() -> None:
     model = input_queued_model(SwitchParams(model="input_queued", input_buffer=4))
     sw = model(5, "sw", 40.0, routing, [9] * 5, lambda _m: None, env)  # type: ignore[arg-type]
     in_a, in_b = InPort(), InPort()
-    for msg, port in ((0, in_a), (1, in_a), (2, in_a), (3, in_b), (4, in_b)):
-        sw.arrive(msg, port)  # type: ignore[arg-type]
+    arrive_now(env, sw, [(0, in_a), (1, in_a), (2, in_a), (3, in_b), (4, in_b)])
     env.run()
     assert [t for _, _, t in out_a.sent] == [0.0, 10.0, 20.0]
     assert [t for _, _, t in out_b.sent] == [0.0, 25.0]
