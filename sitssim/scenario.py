@@ -37,6 +37,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -347,6 +348,10 @@ class Tenant(_Strict):
     name: NodeName
 
 
+MAX_TENANTS = 1024
+"""The most tenants a count (``tenants: N``) may name: beyond any port's 64 quota slots."""
+
+
 # --- workloads ---------------------------------------------------------------
 # Each kind's model is a config leaf (``sitssim.config.*_config``).
 
@@ -418,6 +423,19 @@ class Scenario(_Strict):
     link_layer: LinkLayer = Field(default_factory=LinkLayer)
 
     _source: SourceInfo | None = PrivateAttr(default=None)
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _tenant_count(cls, value: object) -> object:
+        """``tenants: N`` is N tenants named t0 .. t(N-1), so that a study can vary how many
+        there are."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            return value
+        if not 1 <= value <= MAX_TENANTS:
+            raise ValueError(
+                f"expected a tenant count from 1 to {MAX_TENANTS}, or a list of tenants"
+            )
+        return [{"name": f"t{k}"} for k in range(value)]
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:

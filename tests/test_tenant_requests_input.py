@@ -11,6 +11,8 @@ from located_errors import MARK, assert_located
 from typer.testing import CliRunner
 
 from sitssim.cli import app
+from sitssim.errors import InputError
+from sitssim.scenario import load_scenario
 
 HEAD = """\
 version: 1
@@ -137,3 +139,24 @@ def test_the_good_scenarios_behind_the_cases_are_accepted(tmp_path: Path) -> Non
         path.write_text(text, encoding="utf-8")
         result = CliRunner().invoke(app, ["validate", str(path)])
         assert result.exit_code == 0, result.output
+
+
+COUNTED = HEAD.replace("tenants:\n  - {name: a}\n  - {name: b}\n", "tenants: COUNT\n") + (
+    "workloads:\n  - {kind: tenant_requests, interval: 100ns, tenants: [t0, t2]}\n"
+)
+
+
+def test_a_tenant_count_names_that_many_tenants_t0_up(tmp_path: Path) -> None:
+    path = tmp_path / "counted.yaml"
+    path.write_text(COUNTED.replace("COUNT", "3"), encoding="utf-8")
+    assert [t.name for t in load_scenario(path).tenants] == ["t0", "t1", "t2"]
+    # Only t0 and t1 exist with two: the workload's t2 is unknown, on its own line.
+    path.write_text(COUNTED.replace("COUNT", "2"), encoding="utf-8")
+    with pytest.raises(InputError, match="unknown tenant 't2'"):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize("count", ["0", "1025", "-3"])
+def test_a_tenant_count_out_of_range_is_refused_on_its_line(tmp_path: Path, count: str) -> None:
+    text = COUNTED.replace("COUNT", f"{count}  {MARK}")
+    assert_located(tmp_path, text, "tenants", "a tenant count from 1 to 1024")

@@ -191,6 +191,8 @@ class TenantRequestStage(Stage):
     def metrics(self, run: Finished) -> dict[str, object]:
         table = run.tables["tenants"]
         issued = int(table["issued"].sum())
+        offered = float(table["offered_gbps"].sum())
+        delivered = float(table["delivered_gbps"].sum())
         stall = self.watchdog.stall if self.watchdog else None
         return {
             "tenants": {
@@ -200,10 +202,22 @@ class TenantRequestStage(Stage):
                 "ack_timeout_pct": (
                     100.0 * float(table["ack_timeouts"].sum()) / issued if issued else None
                 ),
+                # Over every tenant: what a study of the tenant count compares.
+                "offered_gbps": offered,
+                "delivered_gbps": delivered,
+                "throughput_loss_pct": 100.0 * (1.0 - delivered / offered) if offered else None,
+                "worst_p99_latency_ns": _finite_max(table["p99_latency_ns"]),
                 "deadlock_possible": self.possible is not None,
+                "deadlocked": stall is not None,
                 "deadlocked_at_ns": None if stall is None else stall.t_ns,
             }
         }
+
+
+def _finite_max(column: pd.Series) -> float | None:
+    """The column's largest finite value, or None (no tenant completed a request)."""
+    finite = column[np.isfinite(column.to_numpy(dtype=float))]
+    return float(finite.max()) if len(finite) else None
 
 
 def _build(
