@@ -3,6 +3,7 @@ the study file's line and field (``str(InputError)`` is ``file:line: field: mess
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -269,3 +270,15 @@ def test_restricting_to_what_the_study_does_not_have_is_refused(
     )
     with pytest.raises(ValueError, match=message):
         load_study(path).restricted(**kwargs)
+
+
+SHIPPED_STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_STUDIES, ids=lambda p: p.stem)
+def test_every_shipped_study_expands_into_points_each_preflighted(path: Path) -> None:
+    study = load_study(path)
+    points = expand(study)
+    assert study.name == path.stem
+    assert len(points) == study.replications * math.prod(len(a.values) for a in study.axes)
+    assert len({p.key for p in points}) == len(points)
