@@ -35,6 +35,9 @@ _LAZY = {
     "Study": "sitssim.sweeps.study",
     "load_study": "sitssim.sweeps.study",
     "summarise": "sitssim.sweeps.summary",
+    # The intervals summarise uses, for a study's own figures (a fraction of runs).
+    "wilson_interval": "sitssim.sweeps.statistics",
+    "t_half_width": "sitssim.sweeps.statistics",
 }
 
 __all__ = [
@@ -47,6 +50,8 @@ __all__ = [
     "simulate",
     "summarise",
     "sweep",
+    "t_half_width",
+    "wilson_interval",
 ]
 
 

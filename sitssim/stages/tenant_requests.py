@@ -207,11 +207,63 @@ class TenantRequestStage(Stage):
                 "delivered_gbps": delivered,
                 "throughput_loss_pct": 100.0 * (1.0 - delivered / offered) if offered else None,
                 "worst_p99_latency_ns": _finite_max(table["p99_latency_ns"]),
+                **self._vc_mixing(run.tables.get("vc_tenants")),
                 "deadlock_possible": self.possible is not None,
                 "deadlocked": stall is not None,
                 "deadlocked_at_ns": None if stall is None else stall.t_ns,
             }
         }
+
+
+    def _vc_mixing(self, seen: pd.DataFrame | None) -> dict[str, float | None]:
+        """What the switches' inputs saw on their VCs (``vc_tenants``, input-queued switches
+        only): tenants per VC that carried traffic (the observed VC reuse), the share of
+        those VCs on which requests and completions met, and the share of its input's bytes
+        the busiest such VC carried (mean over inputs; 0 where none mixes).
+
+        A VC's rows are per tenant, so a tenant's requests and completions are told apart by
+        their mean size: below the completion size, requests rode it; above the request
+        size, completions did. That needs one request and one completion size over the
+        workloads; otherwise (or with no such table) the three are None.
+        """
+        sizes = {
+            (int(wl.request_bytes), int(wl.response_bytes)) for _, wl in self.section.workloads
+        }
+        none: dict[str, float | None] = dict.fromkeys(VC_MIXING)
+        if seen is None or len(sizes) != 1:
+            return none
+        ((request_bytes, response_bytes),) = sizes
+        seen = seen[seen["messages"] > 0]
+        if seen.empty:
+            return none
+        mean_bytes = seen["bytes"] / seen["messages"]
+        seen = seen.assign(
+            requests=mean_bytes < response_bytes, completions=mean_bytes > request_bytes
+        )
+        per_vc = seen.groupby(["switch", "port", "vc"]).agg(
+            tenants=("tenant", "nunique"),
+            requests=("requests", "any"),
+            completions=("completions", "any"),
+            bytes=("bytes", "sum"),
+        )
+        mixed = per_vc["requests"] & per_vc["completions"]
+        inputs = per_vc.groupby(level=["switch", "port"])["bytes"]
+        share = per_vc["bytes"] / inputs.transform("sum")
+        busiest = share.where(mixed, 0.0).groupby(level=["switch", "port"]).max()
+        return dict(
+            zip(
+                VC_MIXING,
+                (
+                    float(per_vc["tenants"].mean()),
+                    100.0 * float(mixed.mean()),
+                    100.0 * float(busiest.mean()),
+                ),
+                strict=True,
+            )
+        )
+
+
+VC_MIXING = ("vc_reuse_observed", "mixed_vc_pct", "mixed_vc_load_pct")
 
 
 def _finite_max(column: pd.Series) -> float | None:

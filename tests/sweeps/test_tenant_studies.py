@@ -1,45 +1,54 @@
-"""The tenant study's two study files on the sweep machinery: each point is the run the
-multi-tenant study's own code makes of it (``sitssim.studies.tenant_sharing``), measured
-alike."""
+"""The multi-tenant study's two study files (``switch.vc_tenants``): at four tenants, where
+requests first meet completions on a shared VC, the shared arm deadlocks from the mechanism
+and its control, a VC per tenant and class, does not."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import sitssim
-from sitssim.studies.tenant_sharing import TenantPoint, run_point
+from sitssim.sweeps.points import expand
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = str(ROOT / "scenarios" / "nvswitch_multitenant.yaml")
-SAME = {
-    "tenants.ack_timeout_pct": "ack_timeout_pct",
-    "tenants.throughput_loss_pct": "throughput_loss_pct",
-    "tenants.worst_p99_latency_ns": "worst_p99_latency_ns",
-    "tenants.deadlocked": "deadlocked",
-    "tenants.deadlock_possible": "cycle_possible",
-}
 
 
-@pytest.mark.parametrize("arm", ["shared", "control"])
-def test_a_tenant_study_point_is_the_studys_own_run_of_it(arm: str, tmp_path: Path) -> None:
+def four_tenants(arm: str, out: Path) -> tuple[dict[str, Any], Any]:
     study = sitssim.load_study(ROOT / "studies" / f"tenants_{arm}.yaml")
     assert study.replications == 10
     (axis,) = [a for a in study.axes if "tenants" in a.paths]
     assert [v[axis.paths.index("tenants")] for v in axis.values] == list(range(1, 11))
-    # Four tenants: where requests first meet completions on a shared VC.
     quick = study.restricted(replications=1, keep={"tenants": [4]})
-    (row,) = sitssim.sweep(quick, tmp_path / "out", workers=1, figures=False).to_dict("records")
+    (point,) = expand(quick)
+    (row,) = sitssim.sweep(quick, out, workers=1, figures=False).to_dict("records")
     assert row["status"] == "ok" and row["seed"] == 1
-    own = run_point(TenantPoint(BASE, 4, arm, 1, 0.8, "30us", {"planes": 1, "links_per_gpu": 2}))  # type: ignore[arg-type]
-    for metric, column in SAME.items():
-        assert row[f"metrics.{metric}"] == pytest.approx(float(own[column]), nan_ok=True), metric
-    assert not math.isnan(row["metrics.tenants.throughput_loss_pct"])
-    # The pre-run check sees a possible cycle only where the VCs are shared.
-    assert row["metrics.tenants.deadlock_possible"] == (arm == "shared")
-    # The configured reuse: 12 (tenant, class) pairs on 8 VCs, or one VC each.
-    assert row["metrics.vc_quota.max_vc_reuse"] == (1.5 if arm == "shared" else 1.0)
+    return {k.removeprefix("metrics."): v for k, v in row.items()}, point.scenario
+
+
+@pytest.mark.slow
+def test_four_tenants_deadlock_where_requests_meet_completions_and_the_control_does_not(
+    tmp_path: Path,
+) -> None:
+    shared, shared_scenario = four_tenants("shared", tmp_path / "shared")
+    control, control_scenario = four_tenants("control", tmp_path / "control")
+    assert [t.name for t in control_scenario.tenants] == ["t0", "t1", "t2", "t3"]
+    assert shared_scenario.switch.vcs_per_port == 8 and control_scenario.switch.vcs_per_port == 12
+    assert control_scenario.topology.planes == 1 and control_scenario.duration == 30_000.0
+    # Read from the run: the watchdog's cycle, requests stranded by it, and the one busy
+    # VC (of 7: the posted-class VC nobody uses stays idle) where t3's requests ride with
+    # t0's completions.
+    assert shared["tenants.deadlocked"] == 1.0 and shared["tenants.ack_timeout_pct"] > 0
+    assert shared["tenants.deadlock_possible"] == 1.0
+    assert shared["tenants.mixed_vc_pct"] == pytest.approx(100 / 7)
+    assert shared["tenants.vc_reuse_observed"] == pytest.approx(8 / 7)
+    # The quota table's count, the source's: 12 (tenant, VC) pairs over 8 VCs.
+    assert shared["vc_quota.max_vc_reuse"] == 1.5 and control["vc_quota.max_vc_reuse"] == 1.0
+    assert control["tenants.deadlocked"] == 0.0 and control["tenants.ack_timeout_pct"] == 0.0
+    assert control["tenants.deadlock_possible"] == 0.0
+    assert control["tenants.mixed_vc_pct"] == 0.0 and control["tenants.vc_reuse_observed"] == 1.0
+    assert shared["tenants.throughput_loss_pct"] > control["tenants.throughput_loss_pct"]
     # The control's 12 VCs break the 8-VC cap on purpose; the shared port keeps it.
-    assert row["clauses.switch.vc_quota.verdict"] == ("pass" if arm == "shared" else "fail")
+    assert shared["clauses.switch.vc_quota.verdict"] == "pass"
+    assert control["clauses.switch.vc_quota.verdict"] == "fail"
