@@ -214,7 +214,6 @@ class TenantRequestStage(Stage):
             }
         }
 
-
     def _vc_mixing(self, seen: pd.DataFrame | None) -> dict[str, float | None]:
         """What the switches' inputs saw on their VCs (``vc_tenants``, input-queued switches
         only): tenants per VC that carried traffic (the observed VC reuse), the share of
@@ -250,17 +249,11 @@ class TenantRequestStage(Stage):
         inputs = per_vc.groupby(level=["switch", "port"])["bytes"]
         share = per_vc["bytes"] / inputs.transform("sum")
         busiest = share.where(mixed, 0.0).groupby(level=["switch", "port"]).max()
-        return dict(
-            zip(
-                VC_MIXING,
-                (
-                    float(per_vc["tenants"].mean()),
-                    100.0 * float(mixed.mean()),
-                    100.0 * float(busiest.mean()),
-                ),
-                strict=True,
-            )
-        )
+        return {
+            "vc_reuse_observed": float(per_vc["tenants"].mean()),
+            "mixed_vc_pct": 100.0 * float(mixed.mean()),
+            "mixed_vc_load_pct": 100.0 * float(busiest.mean()),
+        }
 
 
 VC_MIXING = ("vc_reuse_observed", "mixed_vc_pct", "mixed_vc_load_pct")

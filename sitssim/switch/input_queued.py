@@ -406,6 +406,13 @@ class InputQueuedSwitch(Node):
                     self._cross(i, o, now, -1)
         if not self._wanted:
             return
+        # What still waits is matched again when an output it wants, or one just granted,
+        # is next free: never again now, since one matching per instant is the crossbar's
+        # speedup of 1 (an output left free and unmatched waits for the next cell time).
+        # Of the outputs wanted now, those busy before the matching are still busy and
+        # still wanted (only a granted output loses askers): their first free time is
+        # ``busy_until``; the others are the granted ones and those the crossings' new heads
+        # asked for.
         t = busy_until
         o = 0
         while starved:
@@ -415,21 +422,6 @@ class InputQueuedSwitch(Node):
                     t = f
             starved >>= 1
             o += 1
-        self._wake_next(now, t, granted, wanted)
-
-    def _wake_next(self, now: float, t: float, granted: int, wanted: int) -> None:
-        """After a matching at ``now``, of the outputs ``wanted`` before it, ask for the next
-        allocation: at ``t`` (the first of the outputs busy before the matching is free, or
-        a credit they lack is back), or sooner when an output granted now, or one the
-        crossings' new heads asked for, is free.
-
-        What still waits is matched again when an output it wants, or one just granted, is
-        next free: never again now, since one matching per instant is the crossbar's
-        speedup of 1 (an output left free and unmatched waits for the next cell time). The
-        outputs busy before the matching are still busy and still wanted (only a granted
-        output loses askers), so ``t`` covers them.
-        """
-        outs = self.out_ports
         rest = granted | (self._wanted & ~wanted)
         while rest:
             low = rest & -rest
@@ -731,9 +723,9 @@ class OneVcFifoSwitch(InputQueuedSwitch):
 
     def _allocate(self) -> None:
         """The general class's ``_allocate`` on its per-output path, with the next wake-up
-        (``_wake_next``) worked out as the crossings are made: every free output asked for
-        is granted, so each crossing's output, and a new head's output that was not asked
-        for before, are the outputs whose free times it looks at."""
+        worked out as the crossings are made: every free output asked for is granted, so
+        each crossing's output, and a new head's output that was not asked for before, are
+        the outputs whose free times it looks at."""
         now = self._env._now
         free, asking, t = self._free_outputs(now)
         self.allocations += 1
