@@ -74,7 +74,7 @@ NAMES = {
 }
 rows, summaries = [], []
 for arm, (study, points, summary) in arms.items():
-    rows.append(points.rename(columns=short).rename(columns=NAMES).assign(arm=arm))
+    rows.append(points.rename(columns=short).assign(arm=arm))
     summary = summary.rename(columns=short).rename(columns=NAMES).assign(arm=arm)
     # The fraction of runs that deadlocked, with a Wilson interval (a proportion).
     counts = points.groupby("tenants")["metrics.tenants.deadlocked"].agg(["sum", "count"])
@@ -85,7 +85,7 @@ for arm, (study, points, summary) in arms.items():
     summary["cycle_possible"] = summary["cycle_possible"] == 1.0
     summaries.append(summary)
 rows = pd.concat(rows, ignore_index=True)
-rows["deadlocked"] = rows["deadlocked_fraction"] == 1.0
+rows["deadlocked"] = rows["deadlocked"] == 1.0
 summary = pd.concat(summaries, ignore_index=True)
 LOAD = float(rows["workloads.0.load"].iloc[0])
 REPLICATIONS = int(summary["replications"].max())
