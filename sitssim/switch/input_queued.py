@@ -51,7 +51,9 @@ appears, which happens only until every port has been used.
 
 On a fabric of one VC whose switch outputs have no credits, FIFO inputs are built as
 :class:`OneVcFifoSwitch` (``for_fabric``): the same matchings, less the bookkeeping of
-several VCs per input and of heads short of credit, which such a fabric cannot have.
+several VCs per input and of heads short of credit, which such a fabric cannot have. Nothing
+another switch's allocation does can change such a switch at that instant, so it also
+allocates at once when only other allocations (or the watchdog) are due now.
 
 Recording
 ---------
@@ -705,6 +707,22 @@ class OneVcFifoSwitch(InputQueuedSwitch):
         o = self._output(self.routing.route(self, msg, None))
         queue = self._fifo[i]
         self._wake(self._join(msg, i, o, queue, len(queue)))
+
+    def _allocate_at(self, t: float) -> None:
+        """The general rule, and also at once when all that is due now are events stepped
+        after the arrivals (other switches' allocations, the watchdog): none of them can
+        change this switch now. What another switch sends arrives later (a serialisation
+        takes time), and what it releases upstream returns credits to a port that is not
+        one of this switch's outputs, which have none."""
+        if t < self._wake_at:
+            queue = self._queue
+            if t == self._env._now and (
+                not queue or queue[0][0] > t or queue[0][1] >= AFTER_ARRIVALS
+            ):
+                self._wake_at = math.inf
+                self._allocate()
+            else:
+                self._wake(t)
 
     def _join(
         self, msg: int, i: int, o: int, queue: deque[tuple[int, int, float]], held: int

@@ -29,6 +29,7 @@ from sitssim.scenario import SwitchParams, scenario_from_data
 from sitssim.stages.base import empty_schedule
 from sitssim.switch.arbiter import ISlipAllocator, RoundRobinAllocator
 from sitssim.switch.input_queued import (
+    AFTER_ARRIVALS,
     InputQueuedSwitch,
     OneVcFifoSwitch,
     input_queued_model,
@@ -563,6 +564,69 @@ def test_an_arrival_alone_at_its_instant_crosses_in_its_own_event(
     env.run()
     assert [t for _, _, t in out.sent] == [0.0, 10.0, 20.0]
     assert sw.allocations == 3
+
+
+@pytest.mark.parametrize(
+    ("model", "at_once"), [(OneVcFifoSwitch, True), (InputQueuedSwitch, False)]
+)
+def test_only_a_switch_without_credited_outputs_allocates_ahead_of_others_due_now(
+    model: type[InputQueuedSwitch], at_once: bool
+) -> None:
+    """Another node's allocation due at the instant of an arrival (an ``AFTER_ARRIVALS``
+    event) cannot change a switch whose outputs have no credits, so the specialised class
+    matches at once; the general class, whose outputs may wait for credits that allocation
+    releases, matches after it, in a wake-up of its own."""
+    env = simpy.Environment()
+    out = OutPort(env, busy=10.0)
+    sw = model(3, "sw", 40.0, Routing(out), [9], lambda _m: None, env)  # type: ignore[arg-type]
+    others: list[bool] = []
+    env.schedule(
+        Hop(callbacks_of(lambda _ev: others.append(bool(out.sent))), 0), priority=AFTER_ARRIVALS
+    )
+    arrive_now(env, sw, [(0, InPort())])
+    assert bool(out.sent) == at_once
+    env.run()
+    assert others == [at_once]
+    assert [(m, t) for m, _, t in out.sent] == [(0, 0.0)] and sw.allocations == 1
+
+
+def test_fifo_switches_of_one_vc_cross_as_the_general_class_in_a_fabric_of_several() -> None:
+    """In a fat tree, arrivals often come when other switches' allocations are due at the
+    same instant: the specialised class, matching at once there, makes the general class's
+    crossings in fewer events."""
+    runs = []
+    for general in (False, True):
+        scenario = scenario_from_data(
+            {
+                "name": "iq_fat_tree",
+                "duration": "1ms",
+                "topology": {"kind": "fat_tree", "gpus": 8, "levels": 2, "radix": 4, "spines": 2},
+                "switch": {"model": "input_queued"},
+            }
+        )
+        fabric = build_fabric(scenario)
+        model = SWITCH_MODELS["input_queued"](scenario.switch)
+        t = Transport(
+            simpy.Environment(),
+            fabric,
+            Router(fabric),
+            sorted(fabric.graph),
+            empty_schedule(),
+            switch_model=as_built(model) if general else model,
+        )
+        gpus = [t.node_id[g] for g in fabric.gpus]
+        dests = np.random.default_rng(5).integers(len(gpus), size=(len(gpus), 60)).tolist()
+        for src, row in zip(gpus, dests, strict=True):
+            for d in row:
+                if gpus[d] != src:
+                    t.inject(src, gpus[d], CELL, 0, KIND_DATA, 0)
+        t.run()
+        switches = [n for n in t.node_objects if isinstance(n, InputQueuedSwitch)]
+        assert all(isinstance(n, OneVcFifoSwitch) != general for n in switches)
+        crossings = [(list(n.log), n.allocations, n.requests) for n in switches]
+        runs.append((t.t_deliver, crossings, next(t.env._eid)))
+    assert runs[0][:2] == runs[1][:2]
+    assert runs[0][2] < runs[1][2]
 
 
 @pytest.mark.parametrize("switch", [{}, {"voq": True, "allocator": "islip"}])
