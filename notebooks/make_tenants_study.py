@@ -179,10 +179,13 @@ the mixing spreads over more VCs, and in 30 us at this load none of the runs dea
 throughput still loses a few points to sharing (the printout above) from head-of-line
 blocking between tenants in shared FIFOs. The busiest mixed VC's share alone does not
 explain it (at ten tenants it is back near a fifth without a deadlock): which flows meet on
-a VC, and whether their dependencies can close a cycle, matter too. Longer runs would find
-deadlocks at higher counts too, since a deadlock is absorbing and the pre-run check reports
-a possible cycle in every shared run from four tenants on (`cycle_possible`), and in no
-control run.
+a VC, and whether their dependencies can close a cycle, matter too. The pre-run check
+reports a possible cycle in every shared run from four tenants on (`cycle_possible`), and in
+no control run, but a possible cycle is not a likely one: a pilot outside this notebook ran
+the shared arm five times longer (150 us: two seeds at 3, 4, 5, 6, 8 and 10 tenants) and
+longer still (500 us: one seed at 6, 7 and 9), and four and five tenants deadlocked in every
+run while no run from six tenants on did. So the peak at four and five is not an artefact
+of short runs.
 
 **Against the source.** The source reports timeouts rising from 0.02 % at two tenants to
 18.7 % at six, and throughput falling by 1.2 % and 43 % (reuse 1.0 and 2.3; the configured
