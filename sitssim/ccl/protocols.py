@@ -1,0 +1,84 @@
+"""NCCL's three wire protocols, LL, LL128 and Simple, as data.
+
+Theory of operation
+-------------------
+A protocol fixes how a connection's buffer is laid out and how the receiver learns that
+data has arrived (``docs/ccl_sources.md`` §2; NCCL 2.26.3 ``src/include/device.h``, 2.20.3
+``src/init.cc`` and ``src/include/collectives.h``):
+
+* **LL** (low latency) writes 16-byte lines of 8 data bytes and two 4-byte flags, so a
+  receiver polls the flags and needs no fence: half the wire carries data.
+* **LL128** writes 128-byte lines of 15 data words and one flag word: 120 of 128 bytes.
+* **Simple** writes whole buffer slots and signals them with head and tail counters behind
+  memory fences: every byte is data, at the cost of a synchronisation per step.
+
+Each connection buffer is a ring of ``NCCL_STEPS`` slots; a step moves one slot. The chunk a
+channel moves per step of an algorithm is the slot's data bytes times the chunk steps, which
+only a ring with Simple uses (4 for all-reduce, all-gather and reduce-scatter); every other
+pairing moves one slot's data per step (``calcCollChunking``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+NCCL_STEPS = 8
+"""Slots per connection buffer (NCCL ``device.h``)."""
+
+RING_SIMPLE_CHUNK_STEPS = MappingProxyType(
+    {
+        "all_reduce": NCCL_STEPS // 2,
+        "all_gather": NCCL_STEPS // 2,
+        "reduce_scatter": NCCL_STEPS // 2,
+    }
+)
+"""``*_CHUNKSTEPS`` of NCCL 2.20.3 ``collectives.h``, used by a ring with Simple only."""
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One protocol's line format and default buffer (bytes)."""
+
+    name: str
+    line_bytes: int
+    data_bytes_per_line: int
+    buffer_bytes: int
+
+    @property
+    def wire_efficiency(self) -> float:
+        """Data bytes per byte on the wire."""
+        return self.data_bytes_per_line / self.line_bytes
+
+    def wire_bytes(self, data_bytes: int) -> int:
+        """Bytes on the wire for ``data_bytes`` of payload, in whole lines."""
+        if data_bytes < 0:
+            raise ValueError(f"data_bytes must be >= 0, got {data_bytes}")
+        lines = -(-data_bytes // self.data_bytes_per_line)
+        return lines * self.line_bytes
+
+    @property
+    def step_data_bytes(self) -> int:
+        """Payload of one buffer slot: the slot's bytes at the protocol's wire efficiency."""
+        return self.buffer_bytes // NCCL_STEPS * self.data_bytes_per_line // self.line_bytes
+
+    def chunk_data_bytes(self, algorithm: str, operation: str) -> int:
+        """Payload a channel moves per step of ``algorithm`` running ``operation``."""
+        steps = RING_SIMPLE_CHUNK_STEPS.get(operation, 1) if self._ring_simple(algorithm) else 1
+        return self.step_data_bytes * steps
+
+    def _ring_simple(self, algorithm: str) -> bool:
+        return algorithm == "ring" and self.name == "simple"
+
+
+# Simple has no line structure: a "line" is one byte, all of it data.
+LL = Protocol("ll", line_bytes=16, data_bytes_per_line=8, buffer_bytes=8 * 512 * NCCL_STEPS * 16)
+LL128 = Protocol(
+    "ll128", line_bytes=128, data_bytes_per_line=120, buffer_bytes=120 * 640 * NCCL_STEPS * 8
+)
+SIMPLE = Protocol("simple", line_bytes=1, data_bytes_per_line=1, buffer_bytes=1 << 22)
+
+PROTOCOLS: MappingProxyType[str, Protocol] = MappingProxyType(
+    {p.name: p for p in (LL, LL128, SIMPLE)}
+)
+"""The protocols by the names a scenario gives them (NCCL_PROTO's, lower-cased)."""
