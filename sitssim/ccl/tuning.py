@@ -1,4 +1,4 @@
-"""NCCL's cost model, latency part: what NCCL 2.20.3 charges a collective before its bytes.
+"""NCCL's cost model: the time NCCL 2.20.3 expects a collective to take, and its choice.
 
 Theory of operation
 -------------------
@@ -8,9 +8,12 @@ latency plus bytes over a bandwidth (``ncclTopoTuneModel`` and ``ncclTopoGetAlgo
 latency is a base per (algorithm, protocol), ``baseLat``, plus a per-step hardware latency
 per link type, ``hwLat``, times the steps the algorithm takes: a ring all-reduce 2(n - 1),
 a ring all-gather or reduce-scatter n - 1, a tree twice its depth in ranks; NVLS pays the
-hardware latency alone, in place of the base. This module holds those tables as data and
-the latency rule for one node (several nodes add network terms not modelled here); the
-bandwidth term needs the topology search's result and follows it.
+hardware latency alone, in place of the base. The bandwidth starts from the topology
+search's result, channels times the bandwidth per channel (``SearchResult``), is cut by a
+factor per protocol and capped per GPU generation, and is turned from bus bandwidth into
+algorithm bandwidth (a ring all-reduce moves 2(n - 1)/n of the buffer per rank). The pair
+with the least ``latency + bytes / bandwidth`` wins. One node only: several nodes add
+network terms not modelled here, and the tree is the balanced one NCCL builds on one node.
 
 These are NCCL's own estimates, the inputs of its choice, not measurements: nothing here is
 a reference for the model's accuracy.
@@ -18,7 +21,11 @@ a reference for the model's accuracy.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from types import MappingProxyType
+
+Key = tuple[str, str]
 
 ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")
 PROTOCOL_NAMES = ("ll", "ll128", "simple")
@@ -117,3 +124,136 @@ def latency_us(algorithm: str, protocol: str, operation: str, n_ranks: int, hw: 
             raise ValueError(f"NCCL models {algorithm} with simple only, not {protocol!r}")
         return step
     raise ValueError(f"{algorithm!r} is not modelled on one node")
+
+
+GENERATIONS = ("volta", "ampere", "hopper")
+
+LL_MAX_GBPS = MappingProxyType({"volta": 39.0, "ampere": 87.7, "hopper": 87.7})
+"""``llMaxBws`` on one node (GB/s), NCCL 2.20.3 tuning.cc."""
+RING_LL128_MAX_PER_CHANNEL_GBPS = MappingProxyType({"volta": 20.0, "ampere": 20.0, "hopper": 36.7})
+"""``perChMaxRingLL128Bws`` on one node (GB/s per channel)."""
+TREE_LL128_MAX_PER_CHANNEL_GBPS = MappingProxyType({"volta": 20.0, "ampere": 20.0, "hopper": 36.7})
+"""``perChMaxTreeLL128Bws`` on one node (GB/s per channel)."""
+TREE_MAX_PER_CHANNEL_GBPS = MappingProxyType({"volta": 26.5, "ampere": 24.0, "hopper": 38.7})
+"""``perChMaxTreeBws`` on one node (GB/s per channel)."""
+
+# Bus bandwidth factors per protocol on one node (ncclTopoTuneModel): LL carries half its
+# lines' bytes and pays flag polling, LL128 120 of 128 bytes less its own overheads.
+RING_LL_FACTOR = 1 / 3
+RING_LL_REDUCING_FACTOR = 1 / 4
+"""Ring LL's factor for all-reduce and reduce (and on several nodes): 1/4, else 1/3."""
+LL128_FACTOR = 0.92
+TREE_FACTOR = 0.92
+TREE_LL_FACTOR = 1 / 3.8
+TREE_LL128_FACTOR = 7 / 9
+NVLS_ALGORITHM_FACTOR = 5 / 6
+TREE_ALGORITHM_FACTOR = 0.5
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What NCCL's topology search found for one algorithm: channels, and GB/s per channel."""
+
+    channels: int
+    per_channel_GBps: float
+
+
+def bus_bandwidth_GBps(
+    algorithm: str, protocol: str, operation: str, search: SearchResult, generation: str
+) -> float:
+    """NCCL's bus bandwidth for (algorithm, protocol) on one node."""
+    if generation not in GENERATIONS:
+        raise ValueError(f"generation must be one of {GENERATIONS}, got {generation!r}")
+    bw = search.channels * search.per_channel_GBps
+    ch = search.channels
+    if algorithm == "ring":
+        if protocol == "ll":
+            reducing = operation in ("all_reduce", "reduce")
+            factor = RING_LL_REDUCING_FACTOR if reducing else RING_LL_FACTOR
+            return min(bw * factor, LL_MAX_GBPS[generation])
+        if protocol == "ll128":
+            return min(bw * LL128_FACTOR, ch * RING_LL128_MAX_PER_CHANNEL_GBPS[generation])
+        return bw
+    if algorithm == "tree":
+        bw = min(bw * TREE_FACTOR, ch * TREE_MAX_PER_CHANNEL_GBPS[generation])
+        if protocol == "ll":
+            return min(bw * TREE_LL_FACTOR, LL_MAX_GBPS[generation])
+        if protocol == "ll128":
+            return min(bw * TREE_LL128_FACTOR, ch * TREE_LL128_MAX_PER_CHANNEL_GBPS[generation])
+        return bw
+    if algorithm == "nvls" and protocol == "simple":
+        return bw
+    raise ValueError(f"no bandwidth for {algorithm!r} / {protocol!r} on one node")
+
+
+def algorithm_bandwidth_GBps(
+    algorithm: str,
+    protocol: str,
+    operation: str,
+    n_ranks: int,
+    search: SearchResult,
+    generation: str,
+) -> float:
+    """Bytes of the user's buffer per second: bus bandwidth over what each rank moves."""
+    bus = bus_bandwidth_GBps(algorithm, protocol, operation, search, generation)
+    if algorithm == "ring":
+        return bus * n_ranks / ring_steps(operation, n_ranks)
+    if algorithm == "nvls":
+        return bus * NVLS_ALGORITHM_FACTOR
+    return bus * TREE_ALGORITHM_FACTOR
+
+
+def time_us(
+    algorithm: str,
+    protocol: str,
+    operation: str,
+    n_bytes: int,
+    n_ranks: int,
+    search: SearchResult,
+    generation: str,
+    hw: str = "nvlink",
+) -> float:
+    """``ncclTopoGetAlgoTime`` for one call on one node: latency plus bytes over bandwidth
+    (1 GB/s is 1000 bytes per µs)."""
+    bw = algorithm_bandwidth_GBps(algorithm, protocol, operation, n_ranks, search, generation)
+    return latency_us(algorithm, protocol, operation, n_ranks, hw) + n_bytes / (1000.0 * bw)
+
+
+def candidates(operation: str, n_ranks: int, generation: str, nvswitch: bool) -> list[Key]:
+    """The (algorithm, protocol) pairs NCCL 2.20.3 considers on one node, in its scan order:
+    the tree for all-reduce; ring always; NVLS (Simple only) for all-reduce on Hopper behind
+    an NVSwitch with more than two GPUs. LL128 is on by default on the generations listed here."""
+    pairs: list[Key] = []
+    if operation == "all_reduce":
+        pairs += [("tree", p) for p in PROTOCOL_NAMES]
+    pairs += [("ring", p) for p in PROTOCOL_NAMES]
+    if operation == "all_reduce" and generation == "hopper" and nvswitch and n_ranks > 2:
+        pairs.append(("nvls", "simple"))
+    return pairs
+
+
+def choose(
+    operation: str,
+    n_bytes: int,
+    n_ranks: int,
+    searches: dict[str, SearchResult],
+    generation: str,
+    nvswitch: bool,
+    hw: str = "nvlink",
+) -> Key:
+    """NCCL's choice: the candidate pair with the least modelled time (the first listed on a
+    tie, as NCCL scans algorithms then protocols). ``searches`` by algorithm; an algorithm
+    without one is not a candidate."""
+    best: Key | None = None
+    best_t = math.inf
+    for algorithm, protocol in candidates(operation, n_ranks, generation, nvswitch):
+        if algorithm not in searches:
+            continue
+        t = time_us(
+            algorithm, protocol, operation, n_bytes, n_ranks, searches[algorithm], generation, hw
+        )
+        if t < best_t:
+            best, best_t = (algorithm, protocol), t
+    if best is None:
+        raise ValueError("no algorithm has a search result")
+    return best

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from sitssim.ccl.tuning import latency_us, ring_steps
+from sitssim.ccl.tuning import (
+    SearchResult,
+    algorithm_bandwidth_GBps,
+    bus_bandwidth_GBps,
+    choose,
+    latency_us,
+    ring_steps,
+    time_us,
+)
 
 
 @pytest.mark.parametrize(
@@ -52,3 +60,67 @@ def test_the_ring_latency_grows_by_one_step_latency_per_step_over_pci() -> None:
 def test_what_nccl_does_not_model_is_refused(algorithm: str, protocol: str, operation: str) -> None:
     with pytest.raises(ValueError):
         latency_us(algorithm, protocol, operation, 8, "nvlink")
+
+
+H100_RING = SearchResult(channels=12, per_channel_GBps=30.0)
+H100_NVLS = SearchResult(channels=8, per_channel_GBps=40.0)
+A100_RING = SearchResult(channels=12, per_channel_GBps=20.0)
+
+
+@pytest.mark.parametrize(
+    ("search", "generation", "protocol", "expected"),
+    [
+        (H100_RING, "hopper", "simple", 205.7),
+        (H100_RING, "hopper", "ll128", 189.3),
+        (H100_RING, "hopper", "ll", 50.1),
+        (A100_RING, "ampere", "simple", 137.1),
+        (A100_RING, "ampere", "ll128", 126.2),
+        (A100_RING, "ampere", "ll", 34.3),
+    ],
+)
+def test_ring_all_reduce_bandwidths_of_the_worked_example(
+    search: SearchResult, generation: str, protocol: str, expected: float
+) -> None:
+    bw = algorithm_bandwidth_GBps("ring", protocol, "all_reduce", 8, search, generation)
+    assert bw == pytest.approx(expected, abs=0.05)
+
+
+def test_nvls_bandwidth_and_its_crossover_with_ring_ll() -> None:
+    assert algorithm_bandwidth_GBps(
+        "nvls", "simple", "all_reduce", 8, H100_NVLS, "hopper"
+    ) == pytest.approx(266.7, abs=0.05)
+    searches = {"ring": H100_RING, "tree": H100_RING, "nvls": H100_NVLS}
+
+    def pick(n_bytes: int) -> tuple[str, str]:
+        return choose("all_reduce", n_bytes, 8, searches, "hopper", nvswitch=True)
+
+    # Ring LL below about 0.49 MB, NVLS above (docs/ccl_sources.md §1.9, derived).
+    assert pick(8 * 1024) == ("ring", "ll")
+    assert pick(400_000) == ("ring", "ll")
+    assert pick(600_000) == ("nvls", "simple")
+    assert pick(1 << 30) == ("nvls", "simple")
+
+
+def test_without_nvls_a100_goes_from_ll_to_ll128_to_simple() -> None:
+    searches = {"ring": A100_RING, "tree": A100_RING}
+    picks = [
+        choose("all_reduce", 1 << k, 8, searches, "ampere", nvswitch=True) for k in range(3, 32)
+    ]
+    protocols = [p for _, p in picks]
+    assert protocols[0] == "ll" and protocols[-1] == "simple" and "ll128" in protocols
+    # Once a protocol of more bandwidth wins, a bigger buffer never goes back to less.
+    order = {"ll": 0, "ll128": 1, "simple": 2}
+    assert [order[p] for p in protocols] == sorted(order[p] for p in protocols)
+    assert ("nvls", "simple") not in picks
+
+
+def test_the_modelled_time_is_latency_plus_bytes_over_bandwidth() -> None:
+    t = time_us("ring", "ll", "all_reduce", 50_100, 8, H100_RING, "hopper")
+    assert t == pytest.approx(15.0 + 50_100 / (1000 * 50.1), rel=1e-3)
+
+
+def test_ring_ll_keeps_a_third_of_the_bus_where_nothing_is_reduced() -> None:
+    assert bus_bandwidth_GBps("ring", "ll", "all_gather", A100_RING, "ampere") == pytest.approx(80)
+    assert bus_bandwidth_GBps("ring", "ll", "all_reduce", A100_RING, "ampere") == pytest.approx(60)
+    # Capped at llMaxBw: a third of 360 GB/s is more than 87.7.
+    assert bus_bandwidth_GBps("ring", "ll", "all_gather", H100_RING, "hopper") == 87.7
