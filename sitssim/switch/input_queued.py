@@ -136,6 +136,10 @@ class InputQueuedSwitch(Node):
     vc_slots: ClassVar[Mapping[int, tuple[int, ...]]] = MappingProxyType({})
     """Per channel into the switch, the slots per VC its port's quota table gives: set
     (``switch_model``) for quota-weighted VC arbitration; empty: the VCs take turns."""
+    allocates_ahead_of: ClassVar[float] = math.inf
+    """The earliest SimPy priority of the events due now that an allocation an arrival asks
+    for may go ahead of (``_allocate_at``): none here, since another switch's allocation
+    may return credits this one's outputs wait for."""
 
     __slots__ = (
         "_allocator",
@@ -629,13 +633,15 @@ class InputQueuedSwitch(Node):
 
     def _allocate_at(self, t: float) -> None:
         """Allocate at ``t``, as an arrival asks: at once if ``t`` is now and no other event
-        is due now, else by a wake-up. With nothing else due now, the wake-up would be the
-        next event stepped, and an arrival is its event's whole work, so nothing could
-        change the switch in between: allocating at once is the same matching, less an
-        event."""
+        is due now, or only events of priority ``allocates_ahead_of`` or later, else by a
+        wake-up. With nothing else due now, the wake-up would be the next event stepped, and
+        an arrival is its event's whole work, so nothing could change the switch in between:
+        allocating at once is the same matching, less an event."""
         if t < self._wake_at:
             queue = self._queue
-            if t == self._env._now and (not queue or queue[0][0] > t):
+            if t == self._env._now and (
+                not queue or queue[0][0] > t or queue[0][1] >= self.allocates_ahead_of
+            ):
                 self._wake_at = math.inf
                 self._allocate()
             else:
@@ -662,6 +668,11 @@ class OneVcFifoSwitch(InputQueuedSwitch):
     """
 
     __slots__ = ("_fifo",)
+    # Other switches' allocations and the watchdog, stepped after the arrivals, cannot
+    # change this switch at their instant: what another switch sends arrives later (a
+    # serialisation takes time), and what it releases upstream returns credits to a port
+    # that is not one of this switch's outputs, which have none.
+    allocates_ahead_of = AFTER_ARRIVALS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -707,22 +718,6 @@ class OneVcFifoSwitch(InputQueuedSwitch):
         o = self._output(self.routing.route(self, msg, None))
         queue = self._fifo[i]
         self._wake(self._join(msg, i, o, queue, len(queue)))
-
-    def _allocate_at(self, t: float) -> None:
-        """The general rule, and also at once when all that is due now are events stepped
-        after the arrivals (other switches' allocations, the watchdog): none of them can
-        change this switch now. What another switch sends arrives later (a serialisation
-        takes time), and what it releases upstream returns credits to a port that is not
-        one of this switch's outputs, which have none."""
-        if t < self._wake_at:
-            queue = self._queue
-            if t == self._env._now and (
-                not queue or queue[0][0] > t or queue[0][1] >= AFTER_ARRIVALS
-            ):
-                self._wake_at = math.inf
-                self._allocate()
-            else:
-                self._wake(t)
 
     def _join(
         self, msg: int, i: int, o: int, queue: deque[tuple[int, int, float]], held: int

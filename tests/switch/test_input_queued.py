@@ -22,7 +22,7 @@ from sitssim.fabric.messages import KIND_DATA
 from sitssim.fabric.nodes import Node, OutputQueuedSwitch
 from sitssim.fabric.ports import CreditedPort, Hop, callbacks_of
 from sitssim.fabric.routing import Router
-from sitssim.fabric.topology import Channel, build_fabric
+from sitssim.fabric.topology import Channel, Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.link.credit_link import CreditLink
 from sitssim.scenario import SwitchParams, scenario_from_data
@@ -102,15 +102,19 @@ def transport_of(
     if credits:
         of = every_channel if credits is True else credits
         credit_links = [of(c) for c in fabric.channels]
+    return transport_on(fabric, model, credit_links=credit_links, message_vcs=message_vcs)
+
+
+def transport_on(fabric: Fabric, model: type[Node], **options: Any) -> Transport:
+    """An idle transport over ``fabric`` with ``model`` switches and nothing scheduled."""
     return Transport(
         simpy.Environment(),
         fabric,
         Router(fabric),
         sorted(fabric.graph),
         empty_schedule(),
-        credit_links=credit_links,
         switch_model=model,
-        message_vcs=message_vcs,
+        **options,
     )
 
 
@@ -606,14 +610,7 @@ def test_fifo_switches_of_one_vc_cross_as_the_general_class_in_a_fabric_of_sever
         )
         fabric = build_fabric(scenario)
         model = SWITCH_MODELS["input_queued"](scenario.switch)
-        t = Transport(
-            simpy.Environment(),
-            fabric,
-            Router(fabric),
-            sorted(fabric.graph),
-            empty_schedule(),
-            switch_model=as_built(model) if general else model,
-        )
+        t = transport_on(fabric, as_built(model) if general else model)
         gpus = [t.node_id[g] for g in fabric.gpus]
         dests = np.random.default_rng(5).integers(len(gpus), size=(len(gpus), 60)).tolist()
         for src, row in zip(gpus, dests, strict=True):
@@ -645,14 +642,7 @@ def test_one_matching_per_cell_time_not_one_wake_up_per_message(switch: dict[str
     n, cells = 4, 500
     t = star(n)
     fabric = t.fabric
-    t = Transport(
-        simpy.Environment(),
-        fabric,
-        Router(fabric),
-        sorted(fabric.graph),
-        empty_schedule(),
-        switch_model=Counting,
-    )
+    t = transport_on(fabric, Counting)
     backlog(t, n, cells, seed=2)
     end = t.run()
     # An allocation happens when an output it wants frees up: at most once per output per
