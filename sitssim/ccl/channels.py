@@ -10,8 +10,8 @@ the block's threads while it still is and the count stays a multiple of 128; a r
 Simple then adds a warp for synchronisation, and no block has fewer than three warps
 (``getChannnelThreadInfo`` / ``topoGetAlgoInfo`` of the NCCL 2.20 era;
 ``docs/ccl_sources.md`` §3.3, §3.4). NVLS runs on its own channel count (16 by default),
-as is. Thresholds are per protocol (``NCCL_*_THREAD_THRESHOLD``: LL 8, LL128 8, Simple 64
-bytes per thread), a ring with LL multiplying its own by the rank count.
+as is. Thresholds are per protocol (``Protocol.thread_threshold_bytes``: LL 8, LL128 8, Simple
+64 bytes per thread), a ring with LL multiplying its own by the rank count.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from sitssim.ccl.protocols import PROTOCOLS
+
 WARP = 32
 MIN_WARPS = 3
 NVLS_CHANNELS = 16
 """``NCCL_NVLS_NCHANNELS``' default (NCCL 2.20.3 ``nvls.cc``)."""
-
-THREAD_THRESHOLD_BYTES = MappingProxyType({"ll": 8, "ll128": 8, "simple": 64})
-"""Bytes of work per thread before a channel or threads are added (``NCCL_*_THREAD_THRESHOLD``)."""
 
 MAX_THREADS = MappingProxyType(
     {
@@ -61,7 +60,7 @@ def launch_for(
         raise ValueError(f"no launch rule for {algorithm!r} / {protocol!r}")
     if algorithm == "nvls":
         return Launch(NVLS_CHANNELS, MAX_THREADS[key])
-    threshold = THREAD_THRESHOLD_BYTES[protocol]
+    threshold = PROTOCOLS[protocol].thread_threshold_bytes
     if key == ("ring", "ll"):
         threshold *= n_ranks
     nc = comm_channels

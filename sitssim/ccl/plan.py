@@ -7,7 +7,7 @@ A ring collective moves, per loop and channel, one chunk per rank: a loop covers
 (``Protocol.chunk_data_bytes``: 2 MiB for an all-reduce with Simple, 32 KiB with LL, 576,000
 bytes with LL128). A buffer smaller than a loop's worth takes smaller chunks, not padding:
 each loop's chunk is the smaller of the protocol's and the buffer left over
-``channels x ranks``, rounded up to the protocol's grain (``ncclProtoGrainSize``: LL 16,
+``channels x ranks``, rounded up to the protocol's grain (``Protocol.grain_bytes``: LL 16,
 LL128 1,920, Simple 512 bytes). Each loop is ``ring_steps`` steps of one chunk per channel
 (2(n - 1) for an all-reduce: a reduce-scatter then an all-gather), so a buffer takes
 ``loops x ring_steps`` chunk sends per channel and rank (NCCL 2.20-era ``calcCollChunking``
@@ -17,13 +17,9 @@ and ``runRing``; ``docs/ccl_sources.md`` §2.4). Our reading of the rounding is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from sitssim.ccl.protocols import PROTOCOLS
 from sitssim.ccl.tuning import ring_steps
-
-GRAIN_BYTES = MappingProxyType({"ll": 16, "ll128": 1920, "simple": 512})
-"""``ncclProtoGrainSize`` (bytes)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +54,9 @@ def ring_plan(operation: str, protocol: str, n_bytes: int, n_ranks: int, channel
         raise ValueError(
             f"need n_bytes >= 1, n_ranks >= 2, channels >= 1; got {n_bytes}, {n_ranks}, {channels}"
         )
-    full = PROTOCOLS[protocol].chunk_data_bytes("ring", operation)
-    grain = GRAIN_BYTES[protocol]
+    proto = PROTOCOLS[protocol]
+    full = proto.chunk_data_bytes("ring", operation)
+    grain = proto.grain_bytes
     lanes = channels * n_ranks
     chunks: list[int] = []
     left = n_bytes

@@ -38,12 +38,17 @@ RING_SIMPLE_CHUNK_STEPS = MappingProxyType(
 
 @dataclass(frozen=True)
 class Protocol:
-    """One protocol's line format and default buffer (bytes)."""
+    """One protocol's line format, default buffer and work sizes (bytes)."""
 
     name: str
     line_bytes: int
     data_bytes_per_line: int
     buffer_bytes: int
+    grain_bytes: int
+    """What a chunk is rounded to (``ncclProtoGrainSize``)."""
+    thread_threshold_bytes: int
+    """Work per thread before a call takes another channel or more threads
+    (``NCCL_*_THREAD_THRESHOLD``)."""
 
     @property
     def wire_efficiency(self) -> float:
@@ -72,11 +77,30 @@ class Protocol:
 
 
 # Simple has no line structure: a "line" is one byte, all of it data.
-LL = Protocol("ll", line_bytes=16, data_bytes_per_line=8, buffer_bytes=8 * 512 * NCCL_STEPS * 16)
-LL128 = Protocol(
-    "ll128", line_bytes=128, data_bytes_per_line=120, buffer_bytes=120 * 640 * NCCL_STEPS * 8
+LL = Protocol(
+    "ll",
+    line_bytes=16,
+    data_bytes_per_line=8,
+    buffer_bytes=8 * 512 * NCCL_STEPS * 16,
+    grain_bytes=16,
+    thread_threshold_bytes=8,
 )
-SIMPLE = Protocol("simple", line_bytes=1, data_bytes_per_line=1, buffer_bytes=1 << 22)
+LL128 = Protocol(
+    "ll128",
+    line_bytes=128,
+    data_bytes_per_line=120,
+    buffer_bytes=120 * 640 * NCCL_STEPS * 8,
+    grain_bytes=1920,
+    thread_threshold_bytes=8,
+)
+SIMPLE = Protocol(
+    "simple",
+    line_bytes=1,
+    data_bytes_per_line=1,
+    buffer_bytes=1 << 22,
+    grain_bytes=512,
+    thread_threshold_bytes=64,
+)
 
 PROTOCOLS: MappingProxyType[str, Protocol] = MappingProxyType(
     {p.name: p for p in (LL, LL128, SIMPLE)}

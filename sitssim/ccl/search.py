@@ -18,6 +18,7 @@ gives 24 channels on 8x A100, as NCCL's log there shows.
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 from sitssim.ccl.tuning import GENERATIONS, SearchResult
 
@@ -25,7 +26,7 @@ HOPPER_INTRA_SPEEDS_GBPS = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0,
 """``sm90SpeedArrayIntra`` (GB/s per channel), NCCL 2.20.3 search.cc."""
 INTRA_SPEEDS_GBPS = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
 """``speedArrayIntra`` (GB/s per channel), NCCL 2.20.3 search.cc."""
-NVLINK_GBPS_PER_LINK = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6}
+NVLINK_GBPS_PER_LINK = MappingProxyType({"volta": 20.0, "ampere": 20.0, "hopper": 20.6})
 """NCCL's bandwidth per NVLink (``SM80_NVLINK_BW``, ``SM90_NVLINK_BW``; ``topo.h``)."""
 MAX_CHANNELS = 32
 """``MAXCHANNELS`` of the NCCL 2.20 era (docs/ccl_sources.md §3.1: not read at 2.20.3)."""

@@ -25,11 +25,12 @@ import math
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from sitssim.ccl.protocols import PROTOCOLS
+
 Key = tuple[str, str]
 
-ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")
-PROTOCOL_NAMES = ("ll", "ll128", "simple")
-HARDWARE = ("nvlink", "pci", "net")
+PROTOCOL_NAMES = tuple(PROTOCOLS)
+"""NCCL's protocol order, the columns of its tables."""
 
 
 def _table(rows: dict[str, tuple[float, float, float]]) -> MappingProxyType[tuple[str, str], float]:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sitssim.ccl.plan import GRAIN_BYTES, ring_plan
+from sitssim.ccl.plan import ring_plan
 from sitssim.ccl.protocols import PROTOCOLS
 
 
@@ -40,7 +40,7 @@ def test_the_loops_cover_the_buffer_with_less_than_a_grain_per_lane_to_spare(
     full = PROTOCOLS[protocol].chunk_data_bytes("ring", operation)
     lanes = ranks * channels
     assert plan.covered_bytes >= n_bytes
-    assert plan.covered_bytes - n_bytes < lanes * (GRAIN_BYTES[protocol] + 1)
+    assert plan.covered_bytes - n_bytes < lanes * (PROTOCOLS[protocol].grain_bytes + 1)
     assert all(c <= full for c in plan.chunks)
     assert all(c == full for c in plan.chunks[:-1])
 
