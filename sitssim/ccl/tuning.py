@@ -150,6 +150,30 @@ TREE_LL128_FACTOR = 7 / 9
 NVLS_ALGORITHM_FACTOR = 5 / 6
 TREE_ALGORITHM_FACTOR = 0.5
 
+# One row per protocol, one entry per power of two from 64 B: kept as NCCL lays it out.
+# fmt: off
+TREE_CORRECTION = MappingProxyType(
+    {
+        "ll": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
+               1.0, 1.0, 1.0, 1.0),
+        "ll128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9,
+                  .9, .9, .9, 1.0, 1.0),
+        "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7,
+                   .7, .8, .9, .9),
+    }
+)
+# fmt: on
+"""``treeCorrectionFactor[protocol]``, NCCL 2.20.3 tuning.cc: the tree's bandwidth is scaled
+by the entry of floor(log2(bytes / 64)) (0 below 128 bytes), for 64 B to 512 MiB; NCCL's
+comment says trees do not follow the model for medium sizes."""
+
+
+def tree_correction(protocol: str, n_bytes: int) -> float:
+    """The factor ``ncclTopoGetAlgoTime`` applies to a tree's bandwidth for ``n_bytes``."""
+    factors = TREE_CORRECTION[protocol]
+    index = max(0, (n_bytes >> 6).bit_length() - 1)
+    return factors[index] if index < len(factors) else 1.0
+
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -215,8 +239,10 @@ def time_us(
     hw: str = "nvlink",
 ) -> float:
     """``ncclTopoGetAlgoTime`` for one call on one node: latency plus bytes over bandwidth
-    (1 GB/s is 1000 bytes per µs)."""
+    (1 GB/s is 1000 bytes per µs), a tree's bandwidth corrected by ``tree_correction``."""
     bw = algorithm_bandwidth_GBps(algorithm, protocol, operation, n_ranks, search, generation)
+    if algorithm == "tree":
+        bw *= tree_correction(protocol, n_bytes)
     return latency_us(algorithm, protocol, operation, n_ranks, hw) + n_bytes / (1000.0 * bw)
 
 

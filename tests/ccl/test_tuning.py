@@ -13,6 +13,7 @@ from sitssim.ccl.tuning import (
     latency_us,
     ring_steps,
     time_us,
+    tree_correction,
 )
 
 
@@ -124,3 +125,18 @@ def test_ring_ll_keeps_a_third_of_the_bus_where_nothing_is_reduced() -> None:
     assert bus_bandwidth_GBps("ring", "ll", "all_reduce", A100_RING, "ampere") == pytest.approx(60)
     # Capped at llMaxBw: a third of 360 GB/s is more than 87.7.
     assert bus_bandwidth_GBps("ring", "ll", "all_gather", H100_RING, "hopper") == 87.7
+
+
+def test_the_tree_bandwidth_is_corrected_per_power_of_two_from_64_bytes() -> None:
+    # NCCL's table: LL dips to 0.4 at 2^18..2^19 bytes; its last entry is 256 MiB.
+    assert tree_correction("ll", 100) == 1.0
+    assert tree_correction("ll", 1 << 18) == 0.4
+    assert tree_correction("simple", 1 << 17) == 0.5
+    assert tree_correction("ll128", (1 << 27) - 1) == 0.9
+    assert tree_correction("simple", (1 << 29) - 1) == 0.9
+    assert tree_correction("simple", 1 << 29) == 1.0
+    size = 1 << 20
+    bw = algorithm_bandwidth_GBps("tree", "ll128", "all_reduce", 8, A100_RING, "ampere")
+    t = time_us("tree", "ll128", "all_reduce", size, 8, A100_RING, "ampere")
+    latency = latency_us("tree", "ll128", "all_reduce", 8, "nvlink")
+    assert t == pytest.approx(latency + size / (1000.0 * bw * 0.6), rel=1e-9)
