@@ -175,7 +175,7 @@ def _probes(scenario: Scenario, fabric: Fabric, i: int, wl: ProbeWorkload) -> Wo
 
 
 def _messages_per_send(nbytes: int, max_message: int, min_messages: int) -> int:
-    """As the collective driver splits one chunk send (``_Collective._pieces``)."""
+    """As the collective driver splits one chunk send (``CollectiveRun._pieces``)."""
     return max(1, -(-nbytes // max_message), min(min_messages, nbytes))
 
 

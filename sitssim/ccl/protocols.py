@@ -34,6 +34,9 @@ RING_SIMPLE_CHUNK_STEPS = MappingProxyType(
     }
 )
 """``*_CHUNKSTEPS`` of NCCL 2.20.3 ``collectives.h``, used by a ring with Simple only."""
+RING_SIMPLE_SLICE_STEPS = NCCL_STEPS // 4
+"""``*_SLICESTEPS`` (the same for the three operations): a Simple chunk is posted to the
+receiver a slice, two slots, at a time."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,14 @@ class Protocol:
         """Payload a channel moves per step of ``algorithm`` running ``operation``."""
         steps = RING_SIMPLE_CHUNK_STEPS.get(operation, 1) if self._ring_simple(algorithm) else 1
         return self.step_data_bytes * steps
+
+    def slices_per_chunk(self, algorithm: str, operation: str) -> int:
+        """Pieces a receiver sees of one chunk, each signalled on its own: a ring with Simple
+        posts its chunk steps a slice at a time; every other pairing signals one slot (LL and
+        LL128 flag each line within it, which a driver may cut finer)."""
+        if not self._ring_simple(algorithm):
+            return 1
+        return RING_SIMPLE_CHUNK_STEPS.get(operation, 1) // RING_SIMPLE_SLICE_STEPS or 1
 
     def _ring_simple(self, algorithm: str) -> bool:
         return algorithm == "ring" and self.name == "simple"

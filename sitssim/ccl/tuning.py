@@ -22,6 +22,7 @@ a reference for the model's accuracy.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -128,6 +129,19 @@ def latency_us(algorithm: str, protocol: str, operation: str, n_ranks: int, hw: 
 
 
 GENERATIONS = ("volta", "ampere", "hopper")
+
+
+def generation_of(compute_capability: float) -> str:
+    """The generation NCCL picks its tables by: Volta from 7.0, Ampere from 8.0, Hopper from 9.0
+    (``minCompCap`` in ``ncclTopoTuneModel``); later GPUs take Hopper's, the newest modelled."""
+    if compute_capability >= 9.0:
+        return "hopper"
+    if compute_capability >= 8.0:
+        return "ampere"
+    if compute_capability >= 7.0:
+        return "volta"
+    raise ValueError(f"NCCL's tables start at compute capability 7.0, got {compute_capability}")
+
 
 LL_MAX_GBPS = MappingProxyType({"volta": 39.0, "ampere": 87.7, "hopper": 87.7})
 """``llMaxBws`` on one node (GB/s), NCCL 2.20.3 tuning.cc."""
@@ -267,14 +281,18 @@ def choose(
     generation: str,
     nvswitch: bool,
     hw: str = "nvlink",
+    allowed: Callable[[Key], bool] | None = None,
 ) -> Key:
     """NCCL's choice: the candidate pair with the least modelled time (the first listed on a
     tie, as NCCL scans algorithms then protocols). ``searches`` by algorithm; an algorithm
-    without one is not a candidate."""
+    without one is not a candidate, nor a pair ``allowed`` refuses (as NCCL_ALGO and
+    NCCL_PROTO narrow the choice)."""
     best: Key | None = None
     best_t = math.inf
     for algorithm, protocol in candidates(operation, n_ranks, generation, nvswitch):
-        if algorithm not in searches:
+        if algorithm not in searches or (
+            allowed is not None and not allowed((algorithm, protocol))
+        ):
             continue
         t = time_us(
             algorithm, protocol, operation, n_bytes, n_ranks, searches[algorithm], generation, hw
@@ -282,5 +300,5 @@ def choose(
         if t < best_t:
             best, best_t = (algorithm, protocol), t
     if best is None:
-        raise ValueError("no algorithm has a search result")
+        raise ValueError("no allowed algorithm has a search result")
     return best

@@ -199,6 +199,8 @@ class GpuSpec:
     memory_bytes: float
     bf16_flops_per_s: float
     fp8_flops_per_s: float | None
+    compute_capability: float | None = None
+    """CUDA compute capability (8.0 Ampere, 9.0 Hopper): what NCCL keys its tuning on."""
 
     def __post_init__(self) -> None:
         owner = f"gpu {self.name!r}"
@@ -208,6 +210,8 @@ class GpuSpec:
             _require_positive_float(owner, field, getattr(self, field))
         if self.fp8_flops_per_s is not None:
             _require_positive_float(owner, "fp8_flops_per_s", self.fp8_flops_per_s)
+        if self.compute_capability is not None:
+            _require_positive_float(owner, "compute_capability", self.compute_capability)
 
     @property
     def has_fp8_tensor_cores(self) -> bool:
@@ -248,13 +252,15 @@ _TFLOPS = 1e12
 
 # NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web):
 # A100 80GB SXM: BF16 tensor core 312 TFLOPS dense (624 with sparsity), 80 GB HBM2e,
-# 2,039 GB/s. Ampere tensor cores have no FP8 mode.
+# 2,039 GB/s. Ampere tensor cores have no FP8 mode. Compute capability 8.0 (CUDA C++
+# Programming Guide, "Compute Capabilities"; H100 is 9.0).
 A100_80GB = GpuSpec(
     name="A100-80GB",
     hbm_bytes_per_s=2039 * _GB,
     memory_bytes=80 * _GB,
     bf16_flops_per_s=312 * _TFLOPS,
     fp8_flops_per_s=None,
+    compute_capability=8.0,
 )
 
 # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: 80 GB, 3.35 TB/s,
@@ -265,6 +271,7 @@ H100_SXM = GpuSpec(
     memory_bytes=80 * _GB,
     bf16_flops_per_s=989 * _TFLOPS,
     fp8_flops_per_s=1979 * _TFLOPS,
+    compute_capability=9.0,
 )
 
 # NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: 141 GB HBM3e, 4.8 TB/s,
@@ -275,6 +282,7 @@ H200 = GpuSpec(
     memory_bytes=141 * _GB,
     bf16_flops_per_s=989 * _TFLOPS,
     fp8_flops_per_s=1979 * _TFLOPS,
+    compute_capability=9.0,
 )
 
 MODELS: Mapping[str, ModelConfig] = MappingProxyType({m.name: m for m in (LLAMA3_8B, LLAMA32_1B)})
@@ -314,7 +322,8 @@ def model_from_dict(data: Mapping[str, Any]) -> ModelConfig:
 
 
 def gpu_from_dict(data: Mapping[str, Any]) -> GpuSpec:
-    """Build a `GpuSpec` from a plain mapping; omit `fp8_flops_per_s` for no FP8 support."""
+    """Build a `GpuSpec` from a plain mapping; omit `fp8_flops_per_s` for no FP8 support and
+    `compute_capability` if it is not known."""
     owner = f"gpu {data.get('name', '?')!r}"
     fields = {"fp8_flops_per_s": None, **data}
     _check_fields(owner, fields, GpuSpec)

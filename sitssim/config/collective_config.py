@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from sitssim.config.catalog import GPUS
 from sitssim.errors import LocatedValueError, reject_repeats, shown
 from sitssim.quantities import MAX_BYTES, MAX_ITEMS, Size, Time, count
 from sitssim.units import UnitError, parse_size_bytes
@@ -18,6 +19,11 @@ from sitssim.units import UnitError, parse_size_bytes
 OPERATIONS = ("all_reduce", "all_gather", "reduce_scatter")
 ALGORITHMS = ("ring", "tree", "direct", "one_shot")
 ALL_REDUCE_ONLY = frozenset({"tree", "one_shot"})
+PROTOCOL_CHOICES = ("auto", "ll", "ll128", "simple")
+CCL_ALGORITHMS = frozenset({"auto", "ring"})
+"""The algorithms sitssim runs as NCCL does (channels, protocol, endpoint costs)."""
+DEFAULT_GPU = "H100-SXM"
+MIN_NCCL_COMPUTE_CAPABILITY = 7.0
 DEFAULT_MAX_MESSAGE_BYTES = 262144
 
 PositiveSize = Size
@@ -76,14 +82,25 @@ class SizeSweep(BaseModel):
 
 
 class CollectiveWorkload(BaseModel):
-    """Back-to-back collectives of the listed (or swept) sizes, each repeated, over some GPUs."""
+    """Back-to-back collectives of the listed (or swept) sizes, each repeated, over some GPUs.
+
+    With a ``protocol``, or with ``algorithm: auto``, a collective runs as NCCL runs it
+    (``sitssim.workloads.ccl_ring``): over channels, in the protocol's lines, with the
+    kernel's and each step's endpoint costs, and ``auto`` picks what NCCL's cost model picks,
+    as NCCL_ALGO and NCCL_PROTO do when unset. Without a protocol, an algorithm is bare data
+    movement: messages only, no channels, protocol or kernel costs, a view of the fabric alone.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["collective"]
     name: str | None = None
     operation: Literal["all_reduce", "all_gather", "reduce_scatter"] = "all_reduce"
-    algorithm: Literal["ring", "tree", "direct", "one_shot"] = "ring"
+    algorithm: Literal["auto", "ring", "tree", "direct", "one_shot"] = "ring"
+    protocol: Literal["auto", "ll", "ll128", "simple"] | None = None
+    # NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS: the communicator's channels, up to MAXCHANNELS.
+    channels: count(1, 64) | None = None
+    gpu: str = DEFAULT_GPU
     gpus: list[NodeName] | None = None
     sizes: list[PositiveSize] | None = None
     sweep: SizeSweep | None = None
@@ -107,6 +124,31 @@ class CollectiveWorkload(BaseModel):
                 f"algorithm {self.algorithm!r} implements all_reduce only, "
                 f"not {self.operation}; use 'ring' or 'direct'",
             )
+        if self.protocol is not None and self.algorithm not in CCL_ALGORITHMS:
+            raise LocatedValueError(
+                ("protocol",),
+                f"algorithm {self.algorithm!r} runs as bare data movement, without a protocol; "
+                f"NCCL's protocols run with {sorted(CCL_ALGORITHMS)}",
+            )
+        if self.gpu not in GPUS:
+            raise LocatedValueError(("gpu",), f"unknown GPU {self.gpu!r}; built in: {sorted(GPUS)}")
+        if self.runs_as_nccl:
+            if (GPUS[self.gpu].compute_capability or 0.0) < MIN_NCCL_COMPUTE_CAPABILITY:
+                raise LocatedValueError(
+                    ("gpu",),
+                    f"NCCL's tuning tables start at compute capability "
+                    f"{MIN_NCCL_COMPUTE_CAPABILITY}; {self.gpu!r} has "
+                    f"{GPUS[self.gpu].compute_capability}",
+                )
+            if self.min_messages != 1:
+                raise LocatedValueError(
+                    ("min_messages",),
+                    "NCCL's channels stripe a collective; 'min_messages' is for bare algorithms",
+                )
+        elif self.channels is not None:
+            raise LocatedValueError(
+                ("channels",), "'channels' needs a 'protocol' or 'algorithm: auto'"
+            )
         if self.reduction_bandwidth is not None and self.operation == "all_gather":
             raise LocatedValueError(("reduction_bandwidth",), "an all_gather reduces nothing")
         if self.gpus is not None:
@@ -114,6 +156,11 @@ class CollectiveWorkload(BaseModel):
                 raise LocatedValueError(("gpus",), "a collective needs at least two GPUs")
             reject_repeats(self.gpus, "gpus", "GPU")
         return self
+
+    @property
+    def runs_as_nccl(self) -> bool:
+        """Whether the collectives run as NCCL runs them, rather than as bare data movement."""
+        return self.algorithm == "auto" or self.protocol is not None
 
     def plan(self) -> list[int]:
         """Sizes in the order they run: each size ``repetitions`` times in a row."""

@@ -12,7 +12,7 @@ from sitssim.errors import Locator
 from sitssim.fabric.topology import Fabric
 from sitssim.scenario import Scenario
 from sitssim.stages.base import Finished, Stage, StageSpec, Wiring, workload_section
-from sitssim.workloads.collectives import (
+from sitssim.workloads.collective_workloads import (
     check_collective_workloads,
     collective_metrics,
     collectives_table,

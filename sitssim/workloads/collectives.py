@@ -52,24 +52,18 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import networkx as nx
-import numpy as np
-import pandas as pd
 
 from sitssim.config.collective_config import (
     ALGORITHMS,
     ALL_REDUCE_ONLY,
     DEFAULT_MAX_MESSAGE_BYTES,
     OPERATIONS,
-    CollectiveWorkload,
 )
 from sitssim.fabric.messages import KIND_COLLECTIVE
-from sitssim.workloads.gpu_names import require_gpu
 
 if TYPE_CHECKING:
-    from sitssim.errors import Locator
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
-    from sitssim.workloads.section import WorkloadSection
 
 # A reduction reads both operands and writes the result.
 REDUCTION_BYTES_PER_BYTE = 3
@@ -142,6 +136,13 @@ class CollectiveHandle:
     chunk_sends: int = 0
     contributions: list[list[int]] = field(default_factory=list)
     rank_done_ns: list[float] = field(default_factory=list)
+    protocol: str | None = None
+    channels: int = 1
+    owner: list[int] | None = None
+    """The rank whose slice each tracked chunk is (None: chunk c is rank c's)."""
+
+    def owner_of(self, chunk: int) -> int:
+        return chunk if self.owner is None else self.owner[chunk]
 
     @property
     def n_ranks(self) -> int:
@@ -162,9 +163,10 @@ class CollectiveHandle:
         c = self.contributions
         if self.operation == "all_reduce":
             return all(mask == full for row in c for mask in row)
+        chunks = range(len(c[0]) if c else 0)
         if self.operation == "reduce_scatter":
-            return all(c[r][r] == full for r in range(n))
-        return all(c[r][k] == 1 << k for r in range(n) for k in range(n))
+            return all(c[r][k] == full for r in range(n) for k in chunks if self.owner_of(k) == r)
+        return all(c[r][k] == 1 << self.owner_of(k) for r in range(n) for k in chunks)
 
 
 class _Transfer:
@@ -184,7 +186,7 @@ class _Transfer:
         self.ready = 0.0
 
 
-class _Collective:
+class CollectiveRun:
     """The driver of one collective: issues chunk sends as their inputs land."""
 
     def __init__(
@@ -307,10 +309,11 @@ class _Collective:
                 self.on_done(now)
 
     def _init_data(self, chunks: int, own_chunk_only: bool) -> None:
-        """Each rank starts with its own input: every chunk, or only chunk ``rank``."""
+        """Each rank starts with its own input: every chunk, or only the chunks it owns."""
         if own_chunk_only:
+            owner = self.handle.owner_of
             self.handle.contributions = [
-                [(1 << r) if c == r else 0 for c in range(chunks)] for r in range(self.n)
+                [(1 << r) if owner(c) == r else 0 for c in range(chunks)] for r in range(self.n)
             ]
         else:
             self.handle.contributions = [[1 << r] * chunks for r in range(self.n)]
@@ -508,11 +511,11 @@ REDUCES = {"all_reduce": True, "all_gather": False, "reduce_scatter": True}
 
 
 # Each algorithm's start, given the operation: one entry per name of ALGORITHMS.
-_ALGORITHM_STARTS: dict[str, Callable[[_Collective, str], None]] = {
-    "ring": _Collective._start_ring,
-    "tree": _Collective._start_tree,
-    "direct": _Collective._start_direct,
-    "one_shot": _Collective._start_one_shot,
+_ALGORITHM_STARTS: dict[str, Callable[[CollectiveRun, str], None]] = {
+    "ring": CollectiveRun._start_ring,
+    "tree": CollectiveRun._start_tree,
+    "direct": CollectiveRun._start_direct,
+    "one_shot": CollectiveRun._start_one_shot,
 }
 if set(_ALGORITHM_STARTS) != set(ALGORITHMS):
     raise TypeError(f"algorithms and starts differ: {set(ALGORITHMS) ^ set(_ALGORITHM_STARTS)}")
@@ -542,7 +545,7 @@ def start_collective(
     """
     if reduce_bytes_per_ns is not None and not REDUCES.get(operation, True):
         raise ValueError(f"an {operation} reduces nothing: it takes no reduce_bytes_per_ns")
-    return _Collective(
+    return CollectiveRun(
         transport,
         list(gpus),
         size_bytes,
@@ -595,200 +598,3 @@ def ring_all_reduce_lower_bound_ns(fabric: Fabric, gpus: list[str], size: int) -
     bandwidth = max(min(out_bw[a], in_bw[b]) for a, b in pairs)
     latency = min(_fixed_latency_ns(fabric, a, b) for a, b in pairs)
     return 2 * (n - 1) * ((size // n) / bandwidth + latency)
-
-
-# --- workload driver -----------------------------------------------------------
-
-
-@dataclass
-class _Record:
-    workload: int
-    name: str
-    handle: CollectiveHandle
-    repetition: int
-    lower_bound_ns: float
-
-
-class _Sequence:
-    """Runs one workload's collectives back to back; each starts ``gap`` after the last ended."""
-
-    def __init__(
-        self,
-        index: int,
-        wl: CollectiveWorkload,
-        gpus: list[str],
-        tenant: int,
-        fabric: Fabric,
-        transport: Transport,
-        records: list[_Record],
-    ) -> None:
-        self.index = index
-        self.wl = wl
-        self.gpus = gpus
-        self.tenant = tenant
-        self.fabric = fabric
-        self.transport = transport
-        self.records = records
-        self.plan = wl.plan()
-        self.next = 0
-
-    def arm(self, delay: float) -> None:
-        self.transport.env.timeout(delay).callbacks.append(lambda _ev: self._launch())
-
-    def _launch(self) -> None:
-        wl = self.wl
-        size = self.plan[self.next]
-        repetition = self.next % wl.repetitions
-        self.next += 1
-        handle = start_collective(
-            wl.operation,
-            self.transport,
-            self.gpus,
-            size,
-            algorithm=wl.algorithm,
-            tenant=self.tenant,
-            workload=self.index,
-            on_done=self._finished,
-            max_message_bytes=wl.max_message_bytes,
-            reduce_bytes_per_ns=wl.reduction_bandwidth,
-            min_messages=wl.min_messages,
-        )
-        bound = math.nan
-        if wl.operation == "all_reduce" and wl.algorithm == "ring":
-            bound = ring_all_reduce_lower_bound_ns(self.fabric, self.gpus, size)
-        name = wl.name or f"#{self.index}"
-        self.records.append(_Record(self.index, name, handle, repetition, bound))
-
-    def _finished(self, _end_ns: float) -> None:
-        if self.next < len(self.plan):
-            self.arm(self.wl.gap)
-
-
-def start_collective_workloads(
-    section: WorkloadSection[CollectiveWorkload],
-    fabric: Fabric,
-    transport: Transport,
-    where: Locator,
-) -> list[_Record]:
-    """Arm every ``kind: collective`` workload; the returned records fill in as the run goes."""
-    records: list[_Record] = []
-    for i, wl in section.workloads:
-        gpus = check_collective_gpus(where, fabric, i, wl)
-        tenant = section.tenant_index(wl.tenant)
-        _Sequence(i, wl, gpus, tenant, fabric, transport, records).arm(wl.start)
-    return records
-
-
-def check_collective_gpus(
-    where: Locator, fabric: Fabric, index: int, wl: CollectiveWorkload
-) -> list[str]:
-    """The workload's GPUs, checked against the built fabric (``InputError`` if one is wrong)."""
-    at = where.within("workloads", index, "gpus")
-    if wl.gpus is None:
-        if len(fabric.gpus) < 2:
-            raise at.error((), "a collective needs at least two GPUs; the fabric has one")
-        return list(fabric.gpus)
-    for k, g in enumerate(wl.gpus):
-        require_gpu(at, fabric, (k,), g)
-    return list(wl.gpus)
-
-
-def check_collective_workloads(
-    section: WorkloadSection[CollectiveWorkload], fabric: Fabric, where: Locator
-) -> None:
-    """Everything ``start_collective_workloads`` would reject, without a transport."""
-    for i, wl in section.workloads:
-        check_collective_gpus(where, fabric, i, wl)
-
-
-COLLECTIVE_COLUMNS = (
-    "id",
-    "workload",
-    "name",
-    "operation",
-    "algorithm",
-    "bytes",
-    "n_ranks",
-    "repetition",
-    "t_start_ns",
-    "t_end_ns",
-    "duration_ns",
-    "algbw_GBps",
-    "busbw_GBps",
-    "messages",
-    "chunk_sends",
-    "lower_bound_ns",
-    "result_complete",
-)
-
-
-def collectives_table(records: list[_Record]) -> pd.DataFrame:
-    """One row per collective, in start order; bandwidths as nccl-tests defines them (GB/s)."""
-    rows = []
-    for k, rec in enumerate(records):
-        h = rec.handle
-        duration = h.duration_ns
-        algbw = h.size / duration if duration > 0 else math.nan
-        rows.append(
-            (
-                k,
-                rec.workload,
-                rec.name,
-                h.operation,
-                h.algorithm,
-                h.size,
-                h.n_ranks,
-                rec.repetition,
-                h.start_ns,
-                h.end_ns,
-                duration,
-                algbw,
-                algbw * bus_factor(h.operation, h.n_ranks),
-                len(h.messages),
-                h.chunk_sends,
-                rec.lower_bound_ns,
-                h.done and h.result_complete(),
-            )
-        )
-    table = pd.DataFrame.from_records(rows, columns=list(COLLECTIVE_COLUMNS))
-    return table.astype(
-        {
-            "id": np.int64,
-            "workload": np.int64,
-            "bytes": np.int64,
-            "n_ranks": np.int64,
-            "repetition": np.int64,
-            "messages": np.int64,
-            "chunk_sends": np.int64,
-            "t_start_ns": float,
-            "t_end_ns": float,
-            "duration_ns": float,
-            "algbw_GBps": float,
-            "busbw_GBps": float,
-            "lower_bound_ns": float,
-            "result_complete": bool,
-        }
-    )
-
-
-def collective_metrics(table: pd.DataFrame) -> dict[str, object]:
-    """Report summary: how many ran, how fast the largest ones went, how close to the bound."""
-    if table.empty:
-        return {"count": 0}
-    largest = table[table["bytes"] == table["bytes"].max()]
-    bounded = table.dropna(subset=["lower_bound_ns"])
-    ratio = (bounded["duration_ns"] / bounded["lower_bound_ns"]).replace(np.inf, np.nan)
-    return {
-        "count": len(table),
-        "incomplete": int((~table["result_complete"]).sum()),
-        "smallest_duration_ns": float(table["duration_ns"].min()),
-        "largest_bytes": int(largest["bytes"].iloc[0]),
-        "busbw_at_largest_GBps": float(largest["busbw_GBps"].mean()),
-        "max_busbw_GBps": float(table["busbw_GBps"].max()),
-        "ring_over_lower_bound_at_largest": (
-            float((largest["duration_ns"] / largest["lower_bound_ns"]).mean())
-            if largest["lower_bound_ns"].notna().all()
-            else None
-        ),
-        "ring_over_lower_bound_max": float(ratio.max()) if ratio.notna().any() else None,
-    }

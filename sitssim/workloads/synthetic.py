@@ -200,9 +200,7 @@ def probe_endpoints(
     if requester not in fabric.graph:
         raise where.error((*loc, "requester"), f"unknown node {requester!r}")
     if fabric.node_kind(requester) == "switch":
-        raise where.error(
-            (*loc, "requester"), f"{requester!r} is a switch; it issues no requests"
-        )
+        raise where.error((*loc, "requester"), f"{requester!r} is a switch; it issues no requests")
     if wl.targets is None:
         targets = [g for g in fabric.gpus if g != requester]
     else:

@@ -1,0 +1,304 @@
+"""A ring collective as NCCL runs it: channels, loops, protocol lines and endpoint costs.
+
+Theory of operation
+-------------------
+Every rank runs one block per channel (``ccl.channels.launch_for``), each block its own ring
+over the same rank order, each carrying its share of the buffer. The buffer is cut into
+loops (``ccl.plan.ring_plan``): per loop, a channel moves one chunk per rank, so a loop is
+``channels x ranks`` lanes of one chunk each, at the offsets NCCL gives them (an all-reduce
+cuts the whole buffer, channel by channel; an all-gather or reduce-scatter cuts each rank's
+slice alike), the last lanes short or empty. Within a loop a block takes the ring's steps
+in order: a send of its own chunk, then, for each step, the chunk its upstream neighbour
+sent at the step before, reduced or copied and sent on; then a last receive. A chunk is
+seen by the receiver in pieces, each signalled on its own: Simple's slices (two per chunk),
+or for LL and LL128, whose every line carries its flag, pieces of at most one message.
+
+A block is sequential: it acts on a piece once the piece has landed and its handshake is
+done (``EndpointCosts.step_ns``), and once it has finished the piece before, each piece
+taking the block ``EndpointCosts.copy_ns`` of its payload; its send leaves as the block
+finishes it. A block's next loop starts when its last receive of the loop is done, and its
+first after the kernel's fixed cost (``EndpointCosts.kernel_ns``). On the wire a piece is its
+protocol's lines (``Protocol.wire_bytes``: LL sends 16 bytes per 8 of data), as messages of
+at most ``max_message_bytes``; an empty piece sends nothing and lands at once, as a step
+with no elements does. A rank is done when its last block is.
+
+The data are tracked symbolically per piece, as in ``sitssim.workloads.collectives``.
+Reductions cost ``3 x payload / reduce_bytes_per_ns`` on the receiving GPU when a piece lands,
+one at a time per GPU, if a reduction bandwidth is given. NCCL's flow control (eight buffer
+slots per connection) is not modelled: a block forwards what it receives as it receives it,
+so a slot is freed as soon as it is filled, except behind a slow link.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sitssim.ccl.endpoint import EndpointCosts
+from sitssim.ccl.plan import RingPlan, ring_plan
+from sitssim.ccl.protocols import PROTOCOLS
+from sitssim.workloads.collectives import (
+    REDUCTION_BYTES_PER_BYTE,
+    CollectiveHandle,
+    CollectiveRun,
+    chunk_sizes,
+)
+
+if TYPE_CHECKING:
+    from sitssim.fabric.transport import Transport
+
+
+@dataclass(frozen=True)
+class CclCall:
+    """How one call runs: its algorithm and protocol, channels and endpoint costs."""
+
+    algorithm: str
+    protocol: str
+    channels: int
+    costs: EndpointCosts
+
+
+@dataclass
+class _Block:
+    """One rank's block of one channel: where it is in its steps, and what has landed."""
+
+    rank: int
+    channel: int
+    loop: int = 0
+    step: int = 0
+    piece: int = 0
+    free_ns: float = 0.0
+    done: bool = False
+    landed: dict[tuple[int, int, int], float] = field(default_factory=dict)
+
+
+class CclRing(CollectiveRun):
+    """A ring ``operation`` cut by ``ring_plan`` and run block by block (module docstring)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        gpus: list[str],
+        size_bytes: int,
+        operation: str,
+        call: CclCall,
+        tenant: int,
+        workload: int,
+        on_done: Callable[[float], None] | None,
+        max_message_bytes: int,
+        reduce_bytes_per_ns: float | None,
+    ) -> None:
+        super().__init__(
+            transport,
+            gpus,
+            size_bytes,
+            operation,
+            "ring",
+            tenant,
+            workload,
+            on_done,
+            max_message_bytes,
+            reduce_bytes_per_ns,
+            1,
+        )
+        self.call = call
+        self.protocol = PROTOCOLS[call.protocol]
+        self.handle.protocol = call.protocol
+        self.handle.channels = call.channels
+
+    # --- layout ----------------------------------------------------------------
+
+    def _layout(self, plan: RingPlan) -> None:
+        """Each lane's chunk bytes, its pieces, and the tracked chunk of every piece."""
+        n, op = self.n, self.handle.operation
+        per_rank = chunk_sizes(self.handle.size, n)
+        slices = self.protocol.slices_per_chunk("ring", op)
+        self._pieces_of: dict[tuple[int, int, int], list[int]] = {}
+        self._first_id: dict[tuple[int, int, int], int] = {}
+        owner: list[int] = []
+        grid = 0
+        for loop, chunk in enumerate(plan.chunks):
+            for ch in range(plan.channels):
+                for c in range(n):
+                    if op == "all_reduce":
+                        offset = grid + (ch * n + c) * chunk
+                        nbytes = max(0, min(chunk, self.handle.size - offset))
+                    else:
+                        offset = grid // n + ch * chunk
+                        nbytes = max(0, min(chunk, per_rank[c] - offset))
+                    key = (loop, ch, c)
+                    pieces = self._cut(nbytes, slices)
+                    self._pieces_of[key] = pieces
+                    self._first_id[key] = len(owner)
+                    owner += [c] * len(pieces)
+            grid += chunk * plan.channels * n
+        self.handle.owner = owner
+
+    def _cut(self, nbytes: int, slices: int) -> list[int]:
+        """A chunk's pieces: ``slices`` of them, or for a line protocol as many as fill
+        messages, one empty piece for an empty chunk."""
+        if nbytes == 0:
+            return [0]
+        if slices == 1:
+            per = max(1, self.max_message * self.protocol.data_bytes_per_line)
+            per = max(1, per // self.protocol.line_bytes)
+            slices = -(-nbytes // per)
+        return chunk_sizes(nbytes, min(slices, nbytes))
+
+    # --- start -----------------------------------------------------------------
+
+    def start(self) -> CollectiveHandle:
+        h = self.handle
+        plan = ring_plan(h.operation, self.call.protocol, h.size, self.n, self.call.channels)
+        self._plan = plan
+        self._layout(plan)
+        n = self.n
+        reduce_scatter = [(-k - 1, True) for k in range(n - 1)]
+        all_gather = [(-j, False) for j in range(n - 1)]
+        self._steps = {
+            "all_reduce": reduce_scatter + all_gather,
+            "reduce_scatter": reduce_scatter,
+            "all_gather": all_gather,
+        }[h.operation]
+        self._init_data(len(h.owner), own_chunk_only=h.operation == "all_gather")
+        self._blocks = [[_Block(r, ch) for ch in range(plan.channels)] for r in range(n)]
+        self._blocks_left = [plan.channels] * n
+        self._woken: deque[_Block] = deque()
+        self._pumping = False
+        begin = self.env.now + self.call.costs.kernel_ns
+        for row in self._blocks:
+            for block in row:
+                block.free_ns = begin
+                self._wake(block)
+        return h
+
+    # --- one block ---------------------------------------------------------------
+
+    def _chunk_at(self, rank: int, step: int) -> int:
+        """The chunk ``rank`` handles at ``step``: what its upstream neighbour sent it at the
+        step before (for the last receive too), or its own at step 0."""
+        steps = self._steps
+        if step < len(steps):
+            return (rank + steps[step][0]) % self.n
+        return (rank - 1 + steps[-1][0]) % self.n
+
+    def _wake(self, block: _Block) -> None:
+        """Pump ``block``, and every block its sends wake, without nesting the calls: an empty
+        piece lands at once, and a chain of them would otherwise recurse round the ring."""
+        self._woken.append(block)
+        if self._pumping:
+            return
+        self._pumping = True
+        while self._woken:
+            self._pump(self._woken.popleft())
+        self._pumping = False
+
+    def _pump(self, block: _Block) -> None:
+        """Take every step the block can take now, in order; stop at a piece not yet landed."""
+        costs = self.call.costs
+        last = len(self._steps)
+        loops = self._plan.loops
+        while block.loop < loops:
+            step, piece = block.step, block.piece
+            key = (block.loop, block.channel, self._chunk_at(block.rank, step))
+            pieces = self._pieces_of[key]
+            ready = block.free_ns
+            if step > 0:
+                landed = block.landed.pop((block.loop, step, piece), None)
+                if landed is None:
+                    return
+                ready = max(ready, landed + costs.step_ns)
+            block.free_ns = ready + costs.copy_ns(pieces[piece])
+            if step < last:
+                self._send_at(block, key, step, piece, pieces[piece])
+            block.piece += 1
+            if block.piece == len(pieces):
+                block.piece = 0
+                block.step += 1
+                if block.step > last:
+                    block.step = 0
+                    block.loop += 1
+        if not block.done:
+            block.done = True
+            self._block_done(block)
+
+    def _send_at(
+        self, block: _Block, key: tuple[int, int, int], step: int, piece: int, nbytes: int
+    ) -> None:
+        delay = block.free_ns - self.env.now
+        args = (block, key, step, piece, nbytes)
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _ev: self._send_piece(*args))
+        else:
+            self._send_piece(*args)
+
+    def _send_piece(
+        self, block: _Block, key: tuple[int, int, int], step: int, piece: int, nbytes: int
+    ) -> None:
+        src = block.rank
+        dst = (src + 1) % self.n
+        chunk_id = self._first_id[key] + piece
+        h = self.handle
+        mask = h.contributions[src][chunk_id]
+        reduce = self._steps[step][1]
+        target = self._blocks[dst][block.channel]
+        unit = (key[0], step + 1, piece)
+        if piece == 0:
+            h.chunk_sends += 1
+        if nbytes == 0:
+            self._landed(target, unit, chunk_id, mask, 0, reduce)
+            return
+        wire = self.protocol.wire_bytes(nbytes)
+        messages = chunk_sizes(wire, -(-wire // self.max_message))
+        left = [len(messages)]
+
+        def arrived(_msg: int) -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                self._landed(target, unit, chunk_id, mask, nbytes, reduce)
+
+        inject = self.transport.inject
+        for size in messages:
+            h.messages.append(
+                inject(
+                    self.ids[src],
+                    self.ids[dst],
+                    size,
+                    self.tenant,
+                    self._kind,
+                    self.workload,
+                    on_deliver=arrived,
+                )
+            )
+
+    def _landed(
+        self,
+        block: _Block,
+        unit: tuple[int, int, int],
+        chunk_id: int,
+        mask: int,
+        nbytes: int,
+        reduce: bool,
+    ) -> None:
+        now = self.env.now
+        ready = now
+        if reduce and self.reduce_bw is not None and nbytes:
+            start = max(now, self._reducer_free[block.rank])
+            ready = start + REDUCTION_BYTES_PER_BYTE * nbytes / self.reduce_bw
+            self._reducer_free[block.rank] = ready
+        self.handle.contributions[block.rank][chunk_id] |= mask
+        block.landed[unit] = ready
+        self._wake(block)
+
+    def _block_done(self, block: _Block) -> None:
+        rank = block.rank
+        self._blocks_left[rank] -= 1
+        if self._blocks_left[rank]:
+            return
+        delay = max(0.0, max(b.free_ns for b in self._blocks[rank]) - self.env.now)
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _ev: self._rank_done(rank))
+        else:
+            self._rank_done(rank)
