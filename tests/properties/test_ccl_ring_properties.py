@@ -1,0 +1,77 @@
+"""Hypothesis properties of collectives run as NCCL runs them, on generated NVSwitch fabrics.
+
+For any buffer size, rank count, operation, protocol, channel count and message cap:
+
+* every rank ends with every contribution it is promised, exactly once (the symbolic masks),
+  and the call finishes exactly once;
+* an all-reduce never beats the analytic lower bound of a ring on its fabric;
+* the wire carries at least the data of every step at the protocol's efficiency.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import simpy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sitssim.ccl.endpoint import nccl_endpoint_costs
+from sitssim.ccl.protocols import PROTOCOLS
+from sitssim.ccl.tuning import ring_steps
+from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
+from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.transport import Transport
+from sitssim.scenario import scenario_from_data
+from sitssim.workloads.ccl_ring import CclCall, CclRing
+from sitssim.workloads.collectives import ring_all_reduce_lower_bound_ns
+
+
+def idle(n: int, links: int) -> tuple[Fabric, Transport]:
+    data: dict[str, Any] = {
+        "name": "prop",
+        "duration": "1us",
+        "topology": {"kind": "nvswitch", "gpus": n, "links_per_gpu": links},
+        "links": {"default": {"rate": "64GT/s", "lanes": 2}},
+    }
+    fabric = build_fabric(scenario_from_data(data))
+    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
+    nodes = sorted(fabric.graph)
+    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
+
+
+cases = st.tuples(
+    st.integers(2, 8),
+    st.integers(4, 18),
+    # Log-uniform from 1 byte to 8 MiB: empty lanes, short last loops and full chunks.
+    st.integers(0, 23).flatmap(lambda e: st.integers(1 << e, (2 << e) - 1)),
+    st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]),
+    st.sampled_from(sorted(PROTOCOLS)),
+    st.integers(1, 24),
+    st.sampled_from([4096, 65536, 1 << 20]),
+)
+
+
+@given(cases)
+def test_every_rank_ends_with_its_promise_and_an_all_reduce_never_beats_the_bound(
+    case: tuple,
+) -> None:
+    n, links, size, operation, protocol, channels, max_message = case
+    fabric, transport = idle(n, links)
+    call = CclCall("ring", protocol, channels, nccl_endpoint_costs("ring", protocol, "hopper", 24))
+    done: list[float] = []
+    handle = CclRing(
+        transport, fabric.gpus, size, operation, call, 0, 0, done.append, max_message, None
+    ).start()
+    transport.run()
+    assert done == [handle.end_ns]
+    assert handle.result_complete()
+    wire = int(np.asarray(transport.size)[handle.messages].sum())
+    proto = PROTOCOLS[protocol]
+    # Each step, every rank sends one chunk of every lane: the whole buffer once per step.
+    moved = ring_steps(operation, n) * size
+    assert wire * proto.data_bytes_per_line >= moved * proto.line_bytes
+    if operation == "all_reduce":
+        assert handle.duration_ns >= ring_all_reduce_lower_bound_ns(fabric, fabric.gpus, size)

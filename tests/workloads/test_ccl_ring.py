@@ -1,0 +1,164 @@
+"""A ring collective as NCCL runs it, on an idle HGX-like fabric: its chain of steps, its bytes
+on the wire per protocol, its channels and loops, and the costs at its endpoints.
+
+Every figure comes out of the simulated messages: the times at which they were injected and
+delivered, and their sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import simpy
+
+from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
+from sitssim.ccl.plan import ring_plan
+from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
+from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.transport import Transport
+from sitssim.scenario import scenario_from_data
+from sitssim.workloads.ccl_ring import CclCall, CclRing
+from sitssim.workloads.collectives import CollectiveHandle, ring_all_reduce_lower_bound_ns
+
+HGX = {"kind": "nvswitch", "gpus": 8, "planes": 4, "links_per_gpu": 18}
+NVLINK = {"rate": "64GT/s", "lanes": 3}
+MIB = 1 << 20
+
+
+def idle(topology: dict[str, Any] = HGX) -> tuple[Fabric, Transport]:
+    data: dict[str, Any] = {
+        "name": "idle",
+        "duration": "1us",
+        "topology": topology,
+        "links": {"default": NVLINK},
+    }
+    fabric = build_fabric(scenario_from_data(data))
+    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
+    nodes = sorted(fabric.graph)
+    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
+
+
+def run(
+    size: int,
+    protocol: str,
+    channels: int,
+    costs: EndpointCosts | None = None,
+    operation: str = "all_reduce",
+    topology: dict[str, Any] = HGX,
+    max_message_bytes: int = 256 * 1024,
+) -> tuple[Fabric, Transport, CollectiveHandle]:
+    fabric, transport = idle(topology)
+    if costs is None:
+        costs = nccl_endpoint_costs("ring", protocol, "hopper", 24)
+    call = CclCall("ring", protocol, channels, costs)
+    ring = CclRing(
+        transport, fabric.gpus, size, operation, call, 0, 0, None, max_message_bytes, None
+    )
+    handle = ring.start()
+    transport.run()
+    return fabric, transport, handle
+
+
+def column(transport: Transport, name: str, handle: CollectiveHandle) -> np.ndarray:
+    return np.asarray(getattr(transport, name))[handle.messages]
+
+
+def test_a_tiny_all_reduce_is_the_kernel_then_one_chunk_round_the_ring_twice() -> None:
+    # 8 bytes on one channel: one lane carries them, the other lanes are empty, so the
+    # call is the kernel's fixed cost, then 2(n - 1) sends of that lane's chunk, each one
+    # delivered and then acted on after a handshake (the last receive too), each of the
+    # 2n - 1 steps copying the 8 bytes once.
+    costs = nccl_endpoint_costs("ring", "ll", "hopper", 24)
+    _, transport, h = run(8, "ll", 1, costs)
+    assert h.result_complete()
+    assert len(h.messages) == 14
+    flights = column(transport, "t_deliver", h) - column(transport, "t_inject", h)
+    expected = costs.kernel_ns + 14 * costs.step_ns + flights.sum() + 15 * costs.copy_ns(8)
+    assert h.duration_ns == pytest.approx(expected, rel=1e-12)
+    # Each message leaves when the one before it has landed and been acted on.
+    t_inject = np.sort(column(transport, "t_inject", h))
+    t_deliver = np.sort(column(transport, "t_deliver", h))
+    assert np.allclose(t_inject[1:] - t_deliver[:-1], costs.step_ns + costs.copy_ns(8))
+
+
+@pytest.mark.parametrize(
+    ("protocol", "wire_per_data"),
+    [("ll", 2.0), ("simple", 1.0)],
+)
+def test_the_wire_carries_the_protocol_lines_of_every_step(
+    protocol: str, wire_per_data: float
+) -> None:
+    # Every lane of a 1 MiB all-reduce on 24 channels holds a whole number of LL lines, so
+    # the wire carries exactly 2(n - 1) buffers' worth of data at the protocol's efficiency.
+    _, transport, h = run(MIB, protocol, 24)
+    assert h.result_complete()
+    assert column(transport, "size", h).sum() == wire_per_data * 14 * MIB
+
+
+def test_ll128_rounds_every_piece_up_to_whole_128_byte_lines() -> None:
+    _, transport, h = run(MIB, "ll128", 24)
+    wire = column(transport, "size", h)
+    assert (wire % 128 == 0).all()
+    assert wire.sum() >= 14 * MIB * 128 / 120
+    assert wire.sum() < 14 * MIB * 128 / 120 + len(wire) * 128
+
+
+def test_the_call_takes_loops_of_one_chunk_per_channel_rank_and_step() -> None:
+    # 4 channels of 8 ranks move 64 MiB of 2 MiB chunks per loop: 160 MiB takes 3 loops,
+    # the last of smaller chunks.
+    size = 160 * MIB
+    _, _, h = run(size, "simple", 4)
+    plan = ring_plan("all_reduce", "simple", size, 8, 4)
+    assert plan.chunks[:2] == (2 * MIB, 2 * MIB) and plan.chunks[2] < 2 * MIB
+    assert h.chunk_sends == 3 * 4 * 8 * 14
+    assert h.result_complete()
+
+
+def test_fewer_channels_take_longer_when_the_blocks_limit_the_rate() -> None:
+    costs = EndpointCosts(kernel_ns=0.0, step_ns=0.0, block_bytes_per_ns=2.0)
+    times = [run(8 * MIB, "simple", c, costs)[2].duration_ns for c in (2, 4, 8)]
+    # Each block copies its share, 2(n - 1)/n of S / channels, at 2 bytes per ns.
+    for c, t in zip((2, 4, 8), times, strict=True):
+        assert t >= 14 * (8 * MIB / 8 / c) / 2.0
+    assert times[0] > 1.8 * times[1] > 1.8 * 1.8 * times[2]
+
+
+def test_the_first_message_leaves_after_the_kernels_fixed_cost() -> None:
+    costs = EndpointCosts(kernel_ns=5000.0, step_ns=100.0, block_bytes_per_ns=math.inf)
+    _, transport, h = run(4 * MIB, "simple", 4, costs)
+    assert column(transport, "t_inject", h).min() - h.start_ns == 5000.0
+
+
+@pytest.mark.parametrize("operation", ["all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
+def test_gather_and_scatter_end_with_what_they_promise(operation: str, protocol: str) -> None:
+    _, transport, h = run(3 * MIB + 5, protocol, 6, operation=operation)
+    assert h.result_complete()
+    # n - 1 steps, each moving every rank's chunk of every lane once.
+    data = column(transport, "size", h).sum()
+    assert data >= 7 * (3 * MIB + 5) * (1.0 if protocol == "simple" else 128 / 120) - 8 * 7 * 6
+
+
+def test_simple_posts_a_chunk_in_two_slices_each_forwarded_as_it_lands() -> None:
+    # One loop of 2 MiB chunks: each chunk send is two slices of 1 MiB, four messages of
+    # 256 KiB each, and without a handshake to wait for, the next rank sends its first slice
+    # on before the second has landed.
+    size = 2 * MIB * 8
+    costs = EndpointCosts(kernel_ns=0.0, step_ns=0.0, block_bytes_per_ns=math.inf)
+    _, transport, h = run(size, "simple", 1, costs, max_message_bytes=256 * 1024)
+    assert len(h.messages) == 14 * 8 * 8
+    assert h.result_complete()
+    src = column(transport, "src", h)
+    dst = column(transport, "dst", h)
+    ids = [transport.node_id[g] for g in h.gpus]
+    to_1 = np.sort(column(transport, "t_deliver", h)[(src == ids[0]) & (dst == ids[1])])
+    from_1 = np.sort(column(transport, "t_inject", h)[src == ids[1]])
+    # Rank 1's step 1 (its messages 9 to 16) starts before rank 0's step 0 (its first eight
+    # messages to rank 1) has fully landed, but only after its first slice has.
+    assert to_1[3] <= from_1[8] < to_1[7]
+    fabric = idle()[0]
+    assert h.duration_ns >= ring_all_reduce_lower_bound_ns(fabric, fabric.gpus, size)
