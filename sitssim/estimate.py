@@ -44,6 +44,7 @@ from typing import Any, get_args
 
 import networkx as nx
 
+from sitssim.ccl.plan import ring_plan
 from sitssim.config.collective_config import CollectiveWorkload
 from sitssim.config.inference_config import InferenceWorkload
 from sitssim.config.tenant_requests_config import TenantRequestsWorkload
@@ -53,6 +54,8 @@ from sitssim.fabric.topology import Fabric
 from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload, Workload
 from sitssim.stages.flit import replay_probabilities
 from sitssim.units import UnitError, parse_size_bytes
+from sitssim.workloads.ccl_choice import CallChooser
+from sitssim.workloads.ccl_ring import ring_messages
 from sitssim.workloads.collectives import binary_tree, chunk_sizes
 from sitssim.workloads.synthetic import (
     fixed_destinations,
@@ -208,12 +211,23 @@ def _collective(
 ) -> WorkloadEstimate:
     """Collectives run to completion whatever the duration: their sizes, repetitions and
     message split decide the count."""
-    n = len(wl.gpus) if wl.gpus is not None else len(fabric.gpus)
+    gpus = list(wl.gpus) if wl.gpus is not None else list(fabric.gpus)
+    n = len(gpus)
     sizes = wl.sizes if wl.sizes is not None else wl.sweep.sizes()
-    one_pass = sum(
-        collective_messages(wl.operation, wl.algorithm, n, s, wl.max_message_bytes, wl.min_messages)
-        for s in sizes
-    )
+    if wl.runs_as_nccl and n >= 2:
+        chooser = CallChooser(wl, fabric, gpus)
+        one_pass = 0.0
+        for s in sizes:
+            call = chooser.call(s)
+            plan = ring_plan(wl.operation, call.protocol, s, n, call.channels)
+            one_pass += ring_messages(plan, s, wl.max_message_bytes)
+    else:
+        one_pass = sum(
+            collective_messages(
+                wl.operation, wl.algorithm, n, s, wl.max_message_bytes, wl.min_messages
+            )
+            for s in sizes
+        )
     key = "sizes" if wl.sizes is not None else "sweep"
     if wl.min_messages > 1:
         key = "min_messages"

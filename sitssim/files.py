@@ -75,4 +75,3 @@ def read_regular_file(name: str, limit: int, what: str, hint: str = "") -> bytes
     if len(raw) > limit:
         raise _too_large(name, f"more than {limit}", limit, what, hint)
     return raw
-

@@ -66,6 +66,7 @@ ALLOWED_TAGS = {None, "!"} | {
     YAML_TAG + name for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
 }
 
+
 def read_scenario_bytes(name: str) -> bytes:
     """The scenario file's bytes: a regular file of at most ``MAX_FILE_BYTES``."""
     return read_regular_file(

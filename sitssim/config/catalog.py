@@ -72,8 +72,7 @@ def _require_positive_int(owner: str, field: str, value: object) -> None:
     high = MAX_LAYERS_OR_HEADS if field in _SMALL_FIELDS else MAX_MODEL_WIDTH
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= high:
         raise ValueError(
-            f"{owner}: field {field!r} must be a whole number from 1 to {high}, "
-            f"got {shown(value)}"
+            f"{owner}: field {field!r} must be a whole number from 1 to {high}, got {shown(value)}"
         )
 
 

@@ -48,9 +48,7 @@ def _whole_or_auto(low: int, high: int, what: str) -> Any:
         if value == "auto":
             return value
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(
-                f"expected {what} from {low} to {high}, or 'auto'; got {shown(value)}"
-            )
+            raise ValueError(f"expected {what} from {low} to {high}, or 'auto'; got {shown(value)}")
         return value
 
     return BeforeValidator(check)

@@ -373,5 +373,3 @@ class PacingIgnoresHintFault(_Strict):
 
     kind: Literal["pacing_ignores_hint"]
     workload: str | None = None
-
-

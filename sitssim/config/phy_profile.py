@@ -177,9 +177,7 @@ class PhyProfile(_Strict):
     @classmethod
     def _known_preset(cls, value: str) -> str:
         if value not in PRESET_NAMES:
-            raise ValueError(
-                f"unknown Tx preset {shown(value)}; known: {', '.join(PRESET_NAMES)}"
-            )
+            raise ValueError(f"unknown Tx preset {shown(value)}; known: {', '.join(PRESET_NAMES)}")
         return value
 
     @field_validator("training_symbols")

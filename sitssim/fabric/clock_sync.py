@@ -294,9 +294,7 @@ class ClockStage:
     def _on_sync(self, parent: str, child: str, msg: int) -> None:
         # A sync message crosses one link (the tree joins neighbours), so the port it last
         # left is its sender's: ``t_left`` is when its serialisation started there.
-        t1 = self.stampers[parent].stamp(
-            self.clocks[parent].read(self.transport.t_left[msg])
-        )
+        t1 = self.stampers[parent].stamp(self.clocks[parent].read(self.transport.t_left[msg]))
         t2 = self.stampers[child].stamp(self.hardware[child].read(self.transport.env.now))
         self._inject(
             child,
@@ -307,9 +305,7 @@ class ClockStage:
         )
 
     def _on_delay_req(self, parent: str, child: str, t1: float, t2: float, msg: int) -> None:
-        t3 = self.stampers[child].stamp(
-            self.hardware[child].read(self.transport.t_left[msg])
-        )
+        t3 = self.stampers[child].stamp(self.hardware[child].read(self.transport.t_left[msg]))
         t4 = self.stampers[parent].stamp(self.clocks[parent].read(self.transport.env.now))
         self._inject(
             parent,

@@ -48,6 +48,7 @@ def slot_name(s: int) -> str:
     name = f"class {FC_CLASSES[fc].value}"
     return name if vc == 0 else f"VC{vc} {name}"
 
+
 # UpdateFCs kept before a sync is forced, so a link that never runs short stays small.
 BACKLOG = 32
 _heappush = heapq.heappush

@@ -376,4 +376,3 @@ def message_vcs(
         mine = vcs.get(tenant) or (0,)
         rows.append(tuple(mine[c % len(mine)] for c in range(classes)))
     return tuple(rows)
-

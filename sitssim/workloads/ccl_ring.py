@@ -50,6 +50,47 @@ if TYPE_CHECKING:
     from sitssim.fabric.transport import Transport
 
 
+Lane = tuple[int, int, int]
+"""(loop, channel, chunk): one chunk of one channel's ring in one loop."""
+
+
+def lane_pieces(plan: RingPlan, size: int, max_message_bytes: int) -> dict[Lane, list[int]]:
+    """Each lane's pieces (payload bytes), in loop, channel, chunk order (module docstring)."""
+    n, op = plan.n_ranks, plan.operation
+    protocol = PROTOCOLS[plan.protocol]
+    slices = protocol.slices_per_chunk("ring", op)
+    # A line protocol's piece is as much payload as one message's lines carry.
+    per_message = max(1, max_message_bytes // protocol.line_bytes * protocol.data_bytes_per_line)
+    per_rank = chunk_sizes(size, n)
+    out: dict[Lane, list[int]] = {}
+    grid = 0
+    for loop, chunk in enumerate(plan.chunks):
+        for ch in range(plan.channels):
+            for c in range(n):
+                if op == "all_reduce":
+                    nbytes = min(chunk, size - grid - (ch * n + c) * chunk)
+                else:
+                    nbytes = min(chunk, per_rank[c] - grid // n - ch * chunk)
+                if nbytes <= 0:
+                    out[(loop, ch, c)] = [0]
+                    continue
+                count = slices if slices > 1 else -(-nbytes // per_message)
+                out[(loop, ch, c)] = chunk_sizes(nbytes, min(count, nbytes))
+        grid += chunk * plan.channels * n
+    return out
+
+
+def ring_messages(plan: RingPlan, size: int, max_message_bytes: int) -> int:
+    """Messages a call of ``plan`` sends: every lane's chunk once per ring step."""
+    protocol = PROTOCOLS[plan.protocol]
+    per_pass = sum(
+        -(-protocol.wire_bytes(p) // max_message_bytes)
+        for pieces in lane_pieces(plan, size, max_message_bytes).values()
+        for p in pieces
+    )
+    return plan.steps_per_loop * per_pass
+
+
 @dataclass(frozen=True)
 class CclCall:
     """How one call runs: its algorithm and protocol, channels and endpoint costs."""
@@ -108,52 +149,19 @@ class CclRing(CollectiveRun):
         self.handle.protocol = call.protocol
         self.handle.channels = call.channels
 
-    # --- layout ----------------------------------------------------------------
-
-    def _layout(self, plan: RingPlan) -> None:
-        """Each lane's chunk bytes, its pieces, and the tracked chunk of every piece."""
-        n, op = self.n, self.handle.operation
-        per_rank = chunk_sizes(self.handle.size, n)
-        slices = self.protocol.slices_per_chunk("ring", op)
-        self._pieces_of: dict[tuple[int, int, int], list[int]] = {}
-        self._first_id: dict[tuple[int, int, int], int] = {}
-        owner: list[int] = []
-        grid = 0
-        for loop, chunk in enumerate(plan.chunks):
-            for ch in range(plan.channels):
-                for c in range(n):
-                    if op == "all_reduce":
-                        offset = grid + (ch * n + c) * chunk
-                        nbytes = max(0, min(chunk, self.handle.size - offset))
-                    else:
-                        offset = grid // n + ch * chunk
-                        nbytes = max(0, min(chunk, per_rank[c] - offset))
-                    key = (loop, ch, c)
-                    pieces = self._cut(nbytes, slices)
-                    self._pieces_of[key] = pieces
-                    self._first_id[key] = len(owner)
-                    owner += [c] * len(pieces)
-            grid += chunk * plan.channels * n
-        self.handle.owner = owner
-
-    def _cut(self, nbytes: int, slices: int) -> list[int]:
-        """A chunk's pieces: ``slices`` of them, or for a line protocol as many as fill
-        messages, one empty piece for an empty chunk."""
-        if nbytes == 0:
-            return [0]
-        if slices == 1:
-            per = max(1, self.max_message * self.protocol.data_bytes_per_line)
-            per = max(1, per // self.protocol.line_bytes)
-            slices = -(-nbytes // per)
-        return chunk_sizes(nbytes, min(slices, nbytes))
-
     # --- start -----------------------------------------------------------------
 
     def start(self) -> CollectiveHandle:
         h = self.handle
         plan = ring_plan(h.operation, self.call.protocol, h.size, self.n, self.call.channels)
         self._plan = plan
-        self._layout(plan)
+        self._pieces_of = lane_pieces(plan, h.size, self.max_message)
+        self._first_id: dict[Lane, int] = {}
+        owner: list[int] = []
+        for key, pieces in self._pieces_of.items():
+            self._first_id[key] = len(owner)
+            owner += [key[2]] * len(pieces)
+        h.owner = owner
         n = self.n
         reduce_scatter = [(-k - 1, True) for k in range(n - 1)]
         all_gather = [(-j, False) for j in range(n - 1)]
@@ -224,9 +232,7 @@ class CclRing(CollectiveRun):
             block.done = True
             self._block_done(block)
 
-    def _send_at(
-        self, block: _Block, key: tuple[int, int, int], step: int, piece: int, nbytes: int
-    ) -> None:
+    def _send_at(self, block: _Block, key: Lane, step: int, piece: int, nbytes: int) -> None:
         delay = block.free_ns - self.env.now
         args = (block, key, step, piece, nbytes)
         if delay > 0:
@@ -234,9 +240,7 @@ class CclRing(CollectiveRun):
         else:
             self._send_piece(*args)
 
-    def _send_piece(
-        self, block: _Block, key: tuple[int, int, int], step: int, piece: int, nbytes: int
-    ) -> None:
+    def _send_piece(self, block: _Block, key: Lane, step: int, piece: int, nbytes: int) -> None:
         src = block.rank
         dst = (src + 1) % self.n
         chunk_id = self._first_id[key] + piece

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from sitssim.cli import app
 from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.estimate import estimate
 from sitssim.fabric.topology import build_fabric
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import simulate
@@ -109,3 +110,23 @@ def test_nccl_fields_that_cannot_hold_exit_2_naming_the_field(
     assert field in result.output
     assert expected in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_estimate_counts_the_messages_the_run_sends() -> None:
+    data = {
+        "name": "auto",
+        "duration": "1us",
+        "topology": hgx(),
+        "links": {"default": {"rate": "64GT/s", "lanes": 3}},
+        "workloads": [
+            {
+                "kind": "collective",
+                "algorithm": "auto",
+                "operation": "reduce_scatter",
+                "sweep": {"min": "1B", "max": "64MiB", "factor": 8},
+            }
+        ],
+    }
+    scenario = scenario_from_data(data)
+    table = simulate(scenario).tables["collectives"]
+    assert estimate(scenario, build_fabric(scenario)).messages == table["messages"].sum()
