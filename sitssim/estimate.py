@@ -44,6 +44,7 @@ from typing import Any, get_args
 
 import networkx as nx
 
+from sitssim.ccl.nvls import nvls_plan
 from sitssim.ccl.plan import ring_plan
 from sitssim.config.collective_config import CollectiveWorkload
 from sitssim.config.inference_config import InferenceWorkload
@@ -55,6 +56,7 @@ from sitssim.scenario import ProbeWorkload, Scenario, SyntheticWorkload, Workloa
 from sitssim.stages.flit import replay_probabilities
 from sitssim.units import UnitError, parse_size_bytes
 from sitssim.workloads.ccl_choice import CallChooser
+from sitssim.workloads.ccl_nvls import nvls_messages
 from sitssim.workloads.ccl_ring import ring_messages
 from sitssim.workloads.collectives import binary_tree, chunk_sizes
 from sitssim.workloads.synthetic import (
@@ -215,12 +217,15 @@ def _collective(
     n = len(gpus)
     sizes = wl.sizes if wl.sizes is not None else wl.sweep.sizes()
     if wl.runs_as_nccl and n >= 2:
-        chooser = CallChooser(wl, fabric, gpus)
+        chooser = CallChooser(wl, fabric, gpus, scenario.switch.capabilities())
         one_pass = 0.0
         for s in sizes:
             call = chooser.call(s)
-            plan = ring_plan(wl.operation, call.protocol, s, n, call.channels)
-            one_pass += ring_messages(plan, s, wl.max_message_bytes)
+            if call.algorithm == "nvls":
+                one_pass += nvls_messages(nvls_plan(s, n, call.channels), wl.max_message_bytes)
+            else:
+                plan = ring_plan(wl.operation, call.protocol, s, n, call.channels)
+                one_pass += ring_messages(plan, s, wl.max_message_bytes)
     else:
         one_pass = sum(
             collective_messages(

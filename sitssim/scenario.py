@@ -24,6 +24,7 @@ import copy
 import difflib
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from pydantic import (
 
 from sitssim.config.cdc_profile import SynchronizerFlopsFault
 from sitssim.config.clock_params import ClockConfig, ClockStepBack, OrderedSetWithoutStamp
-from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.collective_config import Bandwidth, CollectiveWorkload
 from sitssim.config.ecmp_config import EcmpConfig, VendorProfile
 from sitssim.config.inference_config import (
     InferenceWorkload,
@@ -304,14 +305,17 @@ class SwitchParams(_Strict):
     multicast: bool = Field(
         default=False,
         description="capability: the switches send one message out of several outputs "
-        "(NVLink SHARP multicast), for the collectives layer to read; no switch model "
-        "implements it yet",
+        "(NVLink SHARP multicast); with 'reduction', NCCL may run NVLS",
     )
     reduction: bool = Field(
         default=False,
         description="capability: the switches combine messages from several inputs into one "
-        "(in-switch reduction, NVLS/SHARP), for the collectives layer to read; no switch "
-        "model implements it yet",
+        "(in-switch reduction, NVLS/SHARP); with 'multicast', NCCL may run NVLS",
+    )
+    reduction_bandwidth: Bandwidth | None = Field(
+        default=None,
+        description="how fast a switch reduces, in bytes of input per second; none: "
+        "unbounded, the links alone limit NVLS",
     )
     vendors: dict[NodeName, VendorProfile] = Field(
         default_factory=dict,
@@ -327,10 +331,24 @@ class SwitchParams(_Strict):
         "or sprayed paths of docs/scenario.md Routing, and switch.ecmp_weight is n/a",
     )
 
+    @model_validator(mode="after")
+    def _reduction_rate_needs_reduction(self) -> SwitchParams:
+        if self.reduction_bandwidth is not None and not self.reduction:
+            raise LocatedValueError(
+                ("reduction_bandwidth",), "a reduction bandwidth needs 'reduction: true'"
+            )
+        return self
+
     def capabilities(self) -> SwitchCapabilities:
         """What the switches can do beyond forwarding: the value a collectives section
         carries, so the collectives code reads it without the scenario."""
-        return SwitchCapabilities(multicast=self.multicast, reduction=self.reduction)
+        return SwitchCapabilities(
+            multicast=self.multicast,
+            reduction=self.reduction,
+            reduction_bytes_per_ns=(
+                math.inf if self.reduction_bandwidth is None else self.reduction_bandwidth
+            ),
+        )
 
     def arbitration_ns(self, level: int) -> float:
         """Arbitration latency of a switch at ``level`` (1 = leaf)."""

@@ -79,9 +79,7 @@ def test_link_layer_benchmark_runs_both_configurations(
 
 
 def test_scale_benchmark_counts_hop_events_and_reports_its_ratio(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "bench_scale", BENCH.parent / "bench_scale.py"
-    )
+    spec = importlib.util.spec_from_file_location("bench_scale", BENCH.parent / "bench_scale.py")
     assert spec is not None and spec.loader is not None
     scale = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(scale)
@@ -101,9 +99,7 @@ def test_scale_benchmark_counts_hop_events_and_reports_its_ratio(tmp_path: Path)
 
 
 def test_switch_benchmark_runs_both_models_on_one_workload(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "bench_switch", BENCH.parent / "bench_switch.py"
-    )
+    spec = importlib.util.spec_from_file_location("bench_switch", BENCH.parent / "bench_switch.py")
     assert spec is not None and spec.loader is not None
     switch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(switch)

@@ -142,7 +142,7 @@ def test_declared_names_are_read_from_dependencies_and_extras(tmp_path: Path) ->
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(
         '[project]\nname = "x"\ndependencies = ["ruamel.yaml>=0.18", "ml_dtypes"]\n'
-        '[project.optional-dependencies]\ntest = ["Hypothesis>=6; python_version>\'3\'"]\n',
+        "[project.optional-dependencies]\ntest = [\"Hypothesis>=6; python_version>'3'\"]\n",
         encoding="utf-8",
     )
     assert declared_distributions(pyproject) == {"ruamel-yaml", "ml-dtypes", "hypothesis"}

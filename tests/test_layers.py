@@ -184,18 +184,14 @@ def test_graph_of_an_acyclic_package_has_no_cycle(tmp_path: Path) -> None:
 
 def test_graph_sees_the_whole_package(graph: nx.DiGraph) -> None:
     # A builder that silently read nothing would pass every rule below.
-    assert {"sitssim.fabric.transport", "sitssim.rng", "sitssim.workloads.synthetic"} <= set(
-        graph
-    )
+    assert {"sitssim.fabric.transport", "sitssim.rng", "sitssim.workloads.synthetic"} <= set(graph)
     assert graph.has_edge("sitssim.fabric.transport", "sitssim.fabric.messages")
     assert graph.has_edge("sitssim.workloads.synthetic", "sitssim.rng")
 
 
 def test_engine_imports_nothing_above_it(graph: nx.DiGraph) -> None:
     upward = sorted(
-        (a, b)
-        for a, b in graph.edges
-        if _under(a, ENGINE_PACKAGES) and _under(b, ABOVE_ENGINE)
+        (a, b) for a, b in graph.edges if _under(a, ENGINE_PACKAGES) and _under(b, ABOVE_ENGINE)
     )
     assert upward == []
 

@@ -19,13 +19,15 @@ No NCCL source states these costs as such. Their only published estimates are th
 NCCL's own cost model, and that is where ``nccl_endpoint_costs`` takes them from (NCCL
 2.20.3 ``src/graph/tuning.cc``; ``docs/ccl_sources.md`` §1, §4): the fixed cost is the
 model's base latency ``baseLat`` and the handshake its per-step NVLink latency ``hwLat`` for
-the same algorithm and protocol; the copy rate of an LL block is the model's cap on LL's
-bus bandwidth on one node, ``llMaxBw``, shared by the communicator's channels, and of an
-LL128 block the model's cap per channel, ``perChMaxRingLL128Bw``. A Simple block has no cap
-of its own: its links limit it. The fabric adds the flight and switching of every message on
-top; on an NVSwitch node that is tens of ns per hop, against the 0.6 µs of the smallest
-handshake. These are estimates NCCL uses to choose, not measurements: the calibration
-notebook judges the result against measured nccl-tests output only.
+the same algorithm and protocol; the copy rate of an LL block is the model's cap on LL's bus
+bandwidth on one node, ``llMaxBw``, shared by the communicator's channels, and of an LL128
+block the model's cap per channel, ``perChMaxRingLL128Bw``. A Simple block has no cap of its
+own: its links limit it. NVLS is the exception to the split: the model gives it one hardware
+latency per call in place of a base and no latency per step, so its kernel's fixed cost is
+that latency and its handshakes cost nothing. The fabric adds the flight and switching of
+every message on top; on an NVSwitch node that is tens of ns per hop, against the 0.6 µs of
+the smallest handshake. These are estimates NCCL uses to choose, not measurements: the
+calibration notebook judges the result against measured nccl-tests output only.
 """
 
 from __future__ import annotations
@@ -78,9 +80,13 @@ def nccl_endpoint_costs(
         block = RING_LL128_MAX_PER_CHANNEL_GBPS[generation]
     else:
         block = math.inf
+    kernel_us = BASE_LATENCY_US[key]
+    step_us = HW_LATENCY_US["nvlink"][key]
+    if algorithm == "nvls":
+        kernel_us, step_us = step_us, 0.0
     # GB/s is bytes per ns.
     return EndpointCosts(
-        kernel_ns=BASE_LATENCY_US[key] * NS_PER_US,
-        step_ns=HW_LATENCY_US["nvlink"][key] * NS_PER_US,
+        kernel_ns=kernel_us * NS_PER_US,
+        step_ns=step_us * NS_PER_US,
         block_bytes_per_ns=block,
     )

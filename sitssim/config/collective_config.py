@@ -18,9 +18,9 @@ from sitssim.units import UnitError, parse_size_bytes
 
 OPERATIONS = ("all_reduce", "all_gather", "reduce_scatter")
 ALGORITHMS = ("ring", "tree", "direct", "one_shot")
-ALL_REDUCE_ONLY = frozenset({"tree", "one_shot"})
+ALL_REDUCE_ONLY = frozenset({"tree", "one_shot", "nvls"})
 PROTOCOL_CHOICES = ("auto", "ll", "ll128", "simple")
-CCL_ALGORITHMS = frozenset({"auto", "ring"})
+CCL_ALGORITHMS = frozenset({"auto", "ring", "nvls"})
 """The algorithms sitssim runs as NCCL does (channels, protocol, endpoint costs)."""
 DEFAULT_GPU = "H100-SXM"
 MIN_NCCL_COMPUTE_CAPABILITY = 7.0
@@ -84,11 +84,12 @@ class SizeSweep(BaseModel):
 class CollectiveWorkload(BaseModel):
     """Back-to-back collectives of the listed (or swept) sizes, each repeated, over some GPUs.
 
-    With a ``protocol``, or with ``algorithm: auto``, a collective runs as NCCL runs it
-    (``sitssim.workloads.ccl_ring``): over channels, in the protocol's lines, with the
-    kernel's and each step's endpoint costs, and ``auto`` picks what NCCL's cost model picks,
-    as NCCL_ALGO and NCCL_PROTO do when unset. Without a protocol, an algorithm is bare data
-    movement: messages only, no channels, protocol or kernel costs, a view of the fabric alone.
+    With a ``protocol``, or with ``algorithm: auto`` or ``nvls``, a collective runs as NCCL
+    runs it (``sitssim.workloads.ccl_ring``, ``ccl_nvls``): over channels, in the protocol's
+    lines, with the kernel's and each step's endpoint costs, and ``auto`` picks what NCCL's
+    cost model picks, as NCCL_ALGO and NCCL_PROTO do when unset. Without a protocol, an
+    algorithm is bare data movement: messages only, no channels, protocol or kernel costs, a
+    view of the fabric alone.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -96,7 +97,7 @@ class CollectiveWorkload(BaseModel):
     kind: Literal["collective"]
     name: str | None = None
     operation: Literal["all_reduce", "all_gather", "reduce_scatter"] = "all_reduce"
-    algorithm: Literal["auto", "ring", "tree", "direct", "one_shot"] = "ring"
+    algorithm: Literal["auto", "ring", "nvls", "tree", "direct", "one_shot"] = "ring"
     protocol: Literal["auto", "ll", "ll128", "simple"] | None = None
     # NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS: the communicator's channels, up to MAXCHANNELS.
     channels: count(1, 64) | None = None
@@ -123,6 +124,10 @@ class CollectiveWorkload(BaseModel):
                 ("algorithm",),
                 f"algorithm {self.algorithm!r} implements all_reduce only, "
                 f"not {self.operation}; use 'ring' or 'direct'",
+            )
+        if self.algorithm == "nvls" and self.protocol not in (None, "auto", "simple"):
+            raise LocatedValueError(
+                ("protocol",), f"NVLS runs with the simple protocol only, not {self.protocol!r}"
             )
         if self.protocol is not None and self.algorithm not in CCL_ALGORITHMS:
             raise LocatedValueError(
@@ -160,7 +165,7 @@ class CollectiveWorkload(BaseModel):
     @property
     def runs_as_nccl(self) -> bool:
         """Whether the collectives run as NCCL runs them, rather than as bare data movement."""
-        return self.algorithm == "auto" or self.protocol is not None
+        return self.algorithm in ("auto", "nvls") or self.protocol is not None
 
     def plan(self) -> list[int]:
         """Sizes in the order they run: each size ``repetitions`` times in a row."""

@@ -8,19 +8,20 @@ the device, so it is given in the scenario's ``switch`` section (``switch.multic
 ``switch.reduction``, both off by default) and applies to every switch of the fabric, as
 the rest of that section does.
 
-No switch model implements either yet, and no collective algorithm asks for them: the
-flags are the hook for an NVLS-style algorithm. Its stage's section selector is to carry
-``scenario.switch.capabilities()`` (a :class:`SwitchCapabilities`) beside the workloads, so
-the collectives code reads the capabilities without seeing the scenario, and its check is
-to refuse an algorithm whose capability the switches lack as located bad input (the
-workload's ``algorithm`` field). A fabric without switches offers neither, whatever the
-section says; that check reads the fabric for it.
+NCCL's NVLS all-reduce asks for both (``sitssim.workloads.ccl_nvls``): the collectives
+stage's section carries ``scenario.switch.capabilities()`` beside the workloads, so the
+collectives code reads the capabilities without seeing the scenario; NCCL's choice counts
+NVLS only where the switches have both, and an ``algorithm: nvls`` on switches without them
+is located bad input. The switch models carry it out: a switch takes the contributions
+addressed to it and sends the copies its engine makes through inputs of the engine's own
+(``Node.inject_replica``).
 
 A config leaf: it imports nothing of sitssim, so the scenario and the workloads both can.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -32,3 +33,11 @@ class SwitchCapabilities:
     """A switch sends one arriving message out of several outputs (NVLS multicast)."""
     reduction: bool = False
     """A switch combines messages from several inputs into one (NVLS/SHARP reduction)."""
+    reduction_bytes_per_ns: float = math.inf
+    """How fast a switch reduces (bytes of input per ns; ``switch.reduction_bandwidth``):
+    unbounded unless given, so the links alone limit an in-switch reduction."""
+
+    @property
+    def nvls(self) -> bool:
+        """Whether the switches can run NVLS: multicast and reduction both."""
+        return self.multicast and self.reduction

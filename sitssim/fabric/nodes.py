@@ -122,6 +122,11 @@ class Node:
         """Send ``msg``, whose source is this node, now."""
         self.routing.route(self, msg, None).send(msg, None)
 
+    def inject_replica(self, msg: int) -> None:
+        """Send ``msg``, a copy this switch's own engine makes (multicast, a reduced sum),
+        now; a node that sends straight onto its output ports needs no more than ``inject``."""
+        self.inject(msg)
+
 
 class Endpoint(Node):
     """A GPU or a root complex: delivers what is addressed to it, forwards the rest."""

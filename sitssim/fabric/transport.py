@@ -326,8 +326,10 @@ class Transport:
         workload: int,
         parent: int = -1,
         on_deliver: Callable[[int], None] | None = None,
+        replica: bool = False,
     ) -> int:
-        """Send a message now; ``on_deliver(msg)`` is called on its delivery (closed loops)."""
+        """Send a message now; ``on_deliver(msg)`` is called on its delivery (closed loops).
+        ``replica``: a switch's engine makes it (``Node.inject_replica``)."""
         msg = len(self.src)
         if on_deliver is not None:
             self._on_deliver[msg] = on_deliver
@@ -351,7 +353,10 @@ class Transport:
                 self._costs[(kind, size, vc)] = cost
             self._credit_of.append(cost)
         self._undelivered += 1
-        self.node_objects[src].inject(msg)
+        if replica:
+            self.node_objects[src].inject_replica(msg)
+        else:
+            self.node_objects[src].inject(msg)
         return msg
 
     def _inject_due(self, ev: Hop) -> None:

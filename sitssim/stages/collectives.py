@@ -13,26 +13,34 @@ from sitssim.fabric.topology import Fabric
 from sitssim.scenario import Scenario
 from sitssim.stages.base import Finished, Stage, StageSpec, Wiring, workload_section
 from sitssim.workloads.collective_workloads import (
+    CollectiveSection,
     check_collective_workloads,
     collective_metrics,
     collectives_table,
     start_collective_workloads,
 )
-from sitssim.workloads.section import WorkloadSection
 
 if TYPE_CHECKING:
     from sitssim.fabric.transport import Transport
 
 
-def collective_section(scenario: Scenario) -> WorkloadSection[CollectiveWorkload]:
-    return workload_section(scenario, CollectiveWorkload)
+def collective_section(scenario: Scenario) -> CollectiveSection:
+    """The collective workloads, with what the scenario's switches can do."""
+    base = workload_section(scenario, CollectiveWorkload)
+    return CollectiveSection(
+        base.workloads,
+        base.seed,
+        base.duration,
+        base.tenants,
+        switches=scenario.switch.capabilities(),
+    )
 
 
 @dataclass
 class CollectiveStage(Stage):
     """The collectives of one run; ``records`` fill in as the run goes."""
 
-    section: WorkloadSection[CollectiveWorkload]
+    section: CollectiveSection
     fabric: Fabric
     where: Locator
     records: list = field(default_factory=list)
@@ -50,7 +58,7 @@ class CollectiveStage(Stage):
 
 
 def _build(
-    section: WorkloadSection[CollectiveWorkload], fabric: Fabric, wiring: Wiring, where: Locator
+    section: CollectiveSection, fabric: Fabric, wiring: Wiring, where: Locator
 ) -> CollectiveStage:
     return CollectiveStage(section, fabric, where)
 

@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from heapq import heappush
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -111,6 +111,8 @@ if TYPE_CHECKING:
 
 AFTER_ARRIVALS = NORMAL + 1
 """The SimPy priority of an allocation: after the arrivals (``NORMAL``) due at its time."""
+REPLICA = "replica"
+"""The key of the replication engine's inputs, with their output (``inject_replica``)."""
 
 AllocatorFactory = Callable[[int, int, int], Allocator]
 
@@ -184,7 +186,8 @@ class InputQueuedSwitch(Node):
         vc: list[int] | None = None,
     ) -> None:
         super().__init__(index, name, latency_ns, routing, dst, deliver, env, vc=vc)
-        # in_ports[i] is None for the management input (``inject``).
+        # in_ports[i] is None for the switch's own inputs: the management input (``inject``)
+        # and the replication engine's, one per output (``inject_replica``).
         self.in_ports: list[OutputPort | None] = []
         self.out_ports: list[OutputPort] = []
         self.peak: list[int] = []
@@ -192,7 +195,7 @@ class InputQueuedSwitch(Node):
         self.allocations = 0
         self.requests = 0
         self.refused = 0
-        self._in_index: dict[OutputPort | None, int] = {}
+        self._in_index: dict[Hashable, int] = {}
         self._out_index: dict[OutputPort, int] = {}
         # _queues[i][vc][q]: FIFO mode has one queue per (input, VC) (q = 0) holding
         # (msg, output, arrival time); VOQ mode one per output, holding the same, so both
@@ -238,10 +241,13 @@ class InputQueuedSwitch(Node):
 
     # --- numbering ---------------------------------------------------------------
 
-    def _input(self, port: OutputPort | None) -> int:
-        i = self._in_index.get(port)
+    def _input(self, port: OutputPort | None, key: Hashable = None) -> int:
+        """The index of the input behind ``port`` (None: one of the switch's own, told apart
+        by ``key``), numbered as it is first seen."""
+        k = port if key is None else key
+        i = self._in_index.get(k)
         if i is None:
-            i = self._in_index[port] = len(self.in_ports)
+            i = self._in_index[k] = len(self.in_ports)
             self.in_ports.append(port)
             if port is not None and type(port).hold is not OutputPort.hold:
                 self._holds |= 1 << i
@@ -327,7 +333,17 @@ class InputQueuedSwitch(Node):
         """The switch's own ``msg`` enters the crossbar through the management input, whose
         buffer is the switch's own memory: bounded by nothing upstream, so not checked."""
         i = self._input(None)
+        self._inject_through(msg, i, self._output(self.routing.route(self, msg, None)))
+
+    def inject_replica(self, msg: int) -> None:
+        """``msg``, a copy the switch's replication engine makes (an NVLS multicast or a
+        reduced sum), enters the crossbar through an input of the engine's own for its
+        output: the copies of one multicast leave on all their outputs at once, as a
+        crossbar that replicates sends them, not one after the other through one input."""
         o = self._output(self.routing.route(self, msg, None))
+        self._inject_through(msg, self._input(None, (REPLICA, o)), o)
+
+    def _inject_through(self, msg: int, i: int, o: int) -> None:
         vc = 0 if self._vc is None else self._vc[msg]
         lanes = self._lanes(i, vc)
         self._wake(self._enqueue(msg, i, vc, lanes, o, self._occupancy[i][vc]))
@@ -678,8 +694,8 @@ class OneVcFifoSwitch(InputQueuedSwitch):
         super().__init__(*args, **kwargs)
         self._fifo: list[deque[tuple[int, int, float]]] = []
 
-    def _input(self, port: OutputPort | None) -> int:
-        i = super()._input(port)
+    def _input(self, port: OutputPort | None, key: Hashable = None) -> int:
+        i = super()._input(port, key)
         if i == len(self._fifo):
             self._fifo.append(self._lanes(i, 0)[0])
         return i
@@ -713,9 +729,7 @@ class OneVcFifoSwitch(InputQueuedSwitch):
         if t < self._wake_at:
             self._allocate_at(t)
 
-    def inject(self, msg: int) -> None:
-        i = self._input(None)
-        o = self._output(self.routing.route(self, msg, None))
+    def _inject_through(self, msg: int, i: int, o: int) -> None:
         queue = self._fifo[i]
         self._wake(self._join(msg, i, o, queue, len(queue)))
 

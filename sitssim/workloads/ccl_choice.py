@@ -2,7 +2,8 @@
 
 Per workload, once: the GPU generation (from the GPU's compute capability), the NVLinks of
 each GPU (from the built fabric: the fewest any of its GPUs has), the ring search's result
-and the communicator's channels (``ccl.search``; ``channels`` in the scenario fixes them, as
+(and NVLS's, where NCCL would set NVLS up: ``nvls_unavailable``) and the communicator's
+channels (``ccl.search``; ``channels`` in the scenario fixes them, as
 NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS together do). Per call: the (algorithm,
 protocol) pair NCCL's cost model picks among those sitssim runs as NCCL does and the
 scenario allows (``ccl.tuning.choose``), the channels and threads the call launches
@@ -15,20 +16,39 @@ from typing import TYPE_CHECKING
 
 from sitssim.ccl.channels import launch_for
 from sitssim.ccl.endpoint import nccl_endpoint_costs
+from sitssim.ccl.nvls import nvls_search
 from sitssim.ccl.search import ring_search, run_channels
 from sitssim.ccl.tuning import Key, choose, generation_of
 from sitssim.config.catalog import GPUS
 from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.workloads.ccl_ring import CclCall
 
 if TYPE_CHECKING:
     from sitssim.fabric.topology import Fabric
 
-RUN_AS_NCCL = frozenset({"ring"})
+RUN_AS_NCCL = frozenset({"ring", "nvls"})
 """The algorithms of NCCL's cost model that sitssim runs as NCCL does."""
 
 NCCL_FABRICS = frozenset({"nvswitch"})
 """Fabric kinds NCCL's search is modelled on: one NVSwitch node."""
+
+
+NVLS_MIN_RANKS = 3
+"""NCCL sets NVLS up only for more than two GPUs (``ncclNvlsInit``)."""
+
+
+def nvls_unavailable(wl: CollectiveWorkload, n_ranks: int, switches: SwitchCapabilities) -> str:
+    """Why NCCL would not run NVLS for ``wl`` ('' if it would): it needs switches that
+    multicast and reduce, Hopper or later, and more than two GPUs."""
+    if not switches.nvls:
+        return "NVLS needs switches with 'multicast: true' and 'reduction: true'"
+    capability = GPUS[wl.gpu].compute_capability or 0.0
+    if generation_of(capability) != "hopper":
+        return f"NVLS needs Hopper or later (compute capability 9.0); {wl.gpu!r} has {capability}"
+    if n_ranks < NVLS_MIN_RANKS:
+        return f"NCCL runs NVLS on more than two GPUs, not {n_ranks}"
+    return ""
 
 
 def nvlinks_of(fabric: Fabric, gpu: str) -> int:
@@ -39,15 +59,25 @@ def nvlinks_of(fabric: Fabric, gpu: str) -> int:
 class CallChooser:
     """NCCL's choices for one workload's calls over ``gpus`` of ``fabric``."""
 
-    def __init__(self, wl: CollectiveWorkload, fabric: Fabric, gpus: list[str]) -> None:
+    def __init__(
+        self,
+        wl: CollectiveWorkload,
+        fabric: Fabric,
+        gpus: list[str],
+        switches: SwitchCapabilities | None = None,
+    ) -> None:
         capability = GPUS[wl.gpu].compute_capability
         if capability is None:
             raise ValueError(f"GPU {wl.gpu!r} has no compute capability")
         self.wl = wl
         self.n_ranks = len(gpus)
         self.generation = generation_of(capability)
-        self.search = ring_search(min(nvlinks_of(fabric, g) for g in gpus), self.generation)
+        nvlinks = min(nvlinks_of(fabric, g) for g in gpus)
+        self.search = ring_search(nvlinks, self.generation)
         self.comm_channels = wl.channels or run_channels(self.search)
+        self.searches = {"ring": self.search}
+        if not nvls_unavailable(wl, self.n_ranks, switches or SwitchCapabilities()):
+            self.searches["nvls"] = nvls_search(nvlinks, self.generation, self.n_ranks)
 
     def _allowed(self, key: Key) -> bool:
         algorithm, protocol = key
@@ -61,12 +91,11 @@ class CallChooser:
     def call(self, n_bytes: int) -> CclCall:
         """What NCCL runs for one call of ``n_bytes``."""
         op = self.wl.operation
-        searches = {"ring": self.search}
         algorithm, protocol = choose(
             op,
             n_bytes,
             self.n_ranks,
-            searches,
+            self.searches,
             self.generation,
             nvswitch=True,
             allowed=self._allowed,

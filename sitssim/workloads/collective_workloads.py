@@ -11,28 +11,38 @@ with) and the report's summary of it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from sitssim.config.collective_config import CollectiveWorkload
-from sitssim.workloads.ccl_choice import NCCL_FABRICS, CallChooser
+from sitssim.config.switch_capabilities import SwitchCapabilities
+from sitssim.workloads.ccl_choice import NCCL_FABRICS, CallChooser, nvls_unavailable
+from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclRing
 from sitssim.workloads.collectives import (
     CollectiveHandle,
+    CollectiveRun,
     bus_factor,
     ring_all_reduce_lower_bound_ns,
     start_collective,
 )
 from sitssim.workloads.gpu_names import require_gpu
+from sitssim.workloads.section import WorkloadSection
 
 if TYPE_CHECKING:
     from sitssim.errors import Locator
     from sitssim.fabric.topology import Fabric
     from sitssim.fabric.transport import Transport
-    from sitssim.workloads.section import WorkloadSection
+
+
+@dataclass(frozen=True)
+class CollectiveSection(WorkloadSection[CollectiveWorkload]):
+    """The collective workloads, and what the fabric's switches can do (NVLS or not)."""
+
+    switches: SwitchCapabilities = field(default_factory=SwitchCapabilities)
 
 
 @dataclass
@@ -56,6 +66,7 @@ class _Sequence:
         fabric: Fabric,
         transport: Transport,
         records: list[_Record],
+        switches: SwitchCapabilities,
     ) -> None:
         self.index = index
         self.wl = wl
@@ -66,7 +77,8 @@ class _Sequence:
         self.records = records
         self.plan = wl.plan()
         self.next = 0
-        self.chooser = CallChooser(wl, fabric, gpus) if wl.runs_as_nccl else None
+        self.switches = switches
+        self.chooser = CallChooser(wl, fabric, gpus, switches) if wl.runs_as_nccl else None
 
     def arm(self, delay: float) -> None:
         self.transport.env.timeout(delay).callbacks.append(lambda _ev: self._launch())
@@ -91,18 +103,37 @@ class _Sequence:
                 min_messages=wl.min_messages,
             )
         else:
-            handle = CclRing(
-                self.transport,
-                self.gpus,
-                size,
-                wl.operation,
-                self.chooser.call(size),
-                self.tenant,
-                self.index,
-                self._finished,
-                wl.max_message_bytes,
-                wl.reduction_bandwidth,
-            ).start()
+            call = self.chooser.call(size)
+            if call.algorithm == "nvls":
+                planes = self.fabric.switches
+                links = [self.fabric.graph.edges[self.gpus[0], s].get("links", 1) for s in planes]
+                run: CollectiveRun = CclNvls(
+                    self.transport,
+                    self.gpus,
+                    size,
+                    call,
+                    planes,
+                    links,
+                    self.switches.reduction_bytes_per_ns,
+                    self.tenant,
+                    self.index,
+                    self._finished,
+                    wl.max_message_bytes,
+                )
+            else:
+                run = CclRing(
+                    self.transport,
+                    self.gpus,
+                    size,
+                    wl.operation,
+                    call,
+                    self.tenant,
+                    self.index,
+                    self._finished,
+                    wl.max_message_bytes,
+                    wl.reduction_bandwidth,
+                )
+            handle = run.start()
         bound = math.nan
         if wl.operation == "all_reduce" and handle.algorithm == "ring":
             bound = ring_all_reduce_lower_bound_ns(self.fabric, self.gpus, size)
@@ -115,7 +146,7 @@ class _Sequence:
 
 
 def start_collective_workloads(
-    section: WorkloadSection[CollectiveWorkload],
+    section: CollectiveSection,
     fabric: Fabric,
     transport: Transport,
     where: Locator,
@@ -123,9 +154,10 @@ def start_collective_workloads(
     """Arm every ``kind: collective`` workload; the returned records fill in as the run goes."""
     records: list[_Record] = []
     for i, wl in section.workloads:
-        gpus = _checked(where, fabric, i, wl)
+        gpus = _checked(where, fabric, i, wl, section.switches)
         tenant = section.tenant_index(wl.tenant)
-        _Sequence(i, wl, gpus, tenant, fabric, transport, records).arm(wl.start)
+        sequence = _Sequence(i, wl, gpus, tenant, fabric, transport, records, section.switches)
+        sequence.arm(wl.start)
     return records
 
 
@@ -143,15 +175,19 @@ def check_collective_gpus(
     return list(wl.gpus)
 
 
-def check_collective_workloads(
-    section: WorkloadSection[CollectiveWorkload], fabric: Fabric, where: Locator
-) -> None:
+def check_collective_workloads(section: CollectiveSection, fabric: Fabric, where: Locator) -> None:
     """Everything ``start_collective_workloads`` would reject, without a transport."""
     for i, wl in section.workloads:
-        _checked(where, fabric, i, wl)
+        _checked(where, fabric, i, wl, section.switches)
 
 
-def _checked(where: Locator, fabric: Fabric, index: int, wl: CollectiveWorkload) -> list[str]:
+def _checked(
+    where: Locator,
+    fabric: Fabric,
+    index: int,
+    wl: CollectiveWorkload,
+    switches: SwitchCapabilities,
+) -> list[str]:
     """The workload's GPUs, once it is known to run on this fabric (``InputError`` if not)."""
     gpus = check_collective_gpus(where, fabric, index, wl)
     if wl.runs_as_nccl and fabric.kind not in NCCL_FABRICS:
@@ -161,6 +197,10 @@ def _checked(where: Locator, fabric: Fabric, index: int, wl: CollectiveWorkload)
             f"NCCL's choices are modelled on one NVSwitch node; this fabric is "
             f"{fabric.kind!r}: use a bare algorithm (no 'protocol', not 'auto')",
         )
+    if wl.algorithm == "nvls":
+        why = nvls_unavailable(wl, len(gpus), switches)
+        if why:
+            raise where.within("workloads", index, "algorithm").error((), why)
     return gpus
 
 

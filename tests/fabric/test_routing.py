@@ -373,7 +373,6 @@ def test_kth_path_ranks_a_small_grid_like_sorting_all_of_them() -> None:
         assert tables.paths(src, dst) == every
 
 
-
 def _crossed(fabric: Fabric, pairs: list[tuple[str, str]], spray: bool | None) -> list[list[int]]:
     """The channels each message of ``pairs`` crossed in the transport, in order, one
     message at a time, every hop routed by ``TableRouting``."""

@@ -105,9 +105,7 @@ def _multitenant(tenants: int, vcs_per_port: int) -> RunResult:
     return simulate(load_scenario(ROOT / "scenarios" / "nvswitch_multitenant.yaml", edit=edit))
 
 
-def test_requests_on_another_tenants_completion_vc_make_a_possible_cycle_before_the_run() -> (
-    None
-):
+def test_requests_on_another_tenants_completion_vc_make_a_possible_cycle_before_the_run() -> None:
     # Four tenants, 3 VCs each, dealt over 8: t3's requests ride VC 2 with t0's
     # completions. A refused request of t3 waits for any completion its target sends
     # (one answer queue), t0's on VC 2 among them, which wait behind t3's requests at the

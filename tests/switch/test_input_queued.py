@@ -774,3 +774,24 @@ def test_tenants_travel_on_the_vcs_their_quota_gives_them_end_to_end() -> None:
     assert set(messages.loc[messages["tenant"] == "b", "vc"]) == {3}
     stalls = result.tables["credits"]
     assert {0, 3} <= set(stalls["vc"]) <= {0, 3}
+
+
+@pytest.mark.parametrize("general", [False, True])
+@pytest.mark.parametrize("voq", [False, True])
+def test_a_multicasts_copies_leave_on_all_outputs_at_once_not_through_one_input(
+    voq: bool, general: bool
+) -> None:
+    # Four copies of one message, made by the switch's engine, to four receivers: each
+    # output sends its copy at once. Through the management input they queue one behind
+    # the other (that input is matched to one output at a time).
+    def delivered(replica: bool) -> np.ndarray:
+        t = star(4, voq=voq, general=general, input_buffer=16)
+        sw = t.node_id["sw"]
+        for j in range(4):
+            t.inject(sw, t.node_id[f"r{j}"], 4 * CELL, 0, KIND_DATA, 0, replica=replica)
+        t.run()
+        return np.array(t.t_deliver)
+
+    copies, queued = delivered(True), delivered(False)
+    assert np.ptp(copies) == pytest.approx(0.0, abs=1e-9)
+    assert np.ptp(queued) > 2.9 * 4 * cell_time(star(4))

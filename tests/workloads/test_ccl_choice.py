@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from sitssim.cli import app
 from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.estimate import estimate
 from sitssim.fabric.topology import build_fabric
 from sitssim.scenario import scenario_from_data
@@ -21,12 +22,17 @@ def hgx(links: int = 18, planes: int = 4, gpus: int = 8) -> dict[str, Any]:
     return {"kind": "nvswitch", "gpus": gpus, "planes": planes, "links_per_gpu": links}
 
 
-def chooser(topology: dict[str, Any], **fields: Any) -> CallChooser:
+NVLS_SWITCHES = SwitchCapabilities(multicast=True, reduction=True)
+
+
+def chooser(
+    topology: dict[str, Any], switches: SwitchCapabilities | None = None, **fields: Any
+) -> CallChooser:
     fabric = build_fabric(
         scenario_from_data({"name": "c", "duration": "1us", "topology": topology})
     )
     wl = CollectiveWorkload(kind="collective", sizes=["8B"], **fields)
-    return CallChooser(wl, fabric, list(fabric.gpus))
+    return CallChooser(wl, fabric, list(fabric.gpus), switches)
 
 
 def test_an_hgx_gpu_has_its_18_links_over_4_planes() -> None:
@@ -46,6 +52,22 @@ def test_auto_goes_from_ll_on_few_channels_to_simple_on_all_of_them() -> None:
     assert (small.algorithm, small.protocol, small.channels) == ("ring", "ll", 1)
     assert (large.algorithm, large.protocol, large.channels) == ("ring", "simple", 24)
     assert small.costs.step_ns < large.costs.step_ns
+
+
+def test_nvls_takes_over_from_half_a_megabyte_where_nccl_would_set_it_up() -> None:
+    c = chooser(hgx(), NVLS_SWITCHES, algorithm="auto")
+    picks = {1 << k: c.call(1 << k) for k in range(3, 32)}
+    assert {n for n, call in picks.items() if call.algorithm == "nvls"} == {
+        1 << k for k in range(19, 32)
+    }
+    assert picks[1 << 30].channels == 16 and picks[1 << 30].costs.kernel_ns == 23_000.0
+    # Not on Ampere, not on two GPUs, not on switches that cannot multicast and reduce.
+    for other in (
+        chooser(hgx(12, 6), NVLS_SWITCHES, algorithm="auto", gpu="A100-80GB"),
+        chooser(hgx(gpus=2), NVLS_SWITCHES, algorithm="auto"),
+        chooser(hgx(), SwitchCapabilities(multicast=True), algorithm="auto"),
+    ):
+        assert other.call(1 << 30).algorithm == "ring"
 
 
 def test_a_fixed_protocol_is_kept_at_every_size() -> None:
@@ -94,6 +116,18 @@ runner = CliRunner()
             "stripe",
         ),
         ("{kind: nvswitch, gpus: 4}", "    gpu: V100\n", "workloads[0].gpu", "unknown GPU"),
+        (
+            "{kind: nvswitch, gpus: 4}",
+            "    algorithm: nvls\n",
+            "workloads[0].algorithm",
+            "multicast: true",
+        ),
+        (
+            "{kind: nvswitch, gpus: 4}",
+            "    algorithm: nvls\n    protocol: ll\n",
+            "workloads[0].protocol",
+            "simple protocol only",
+        ),
     ],
 )
 def test_nccl_fields_that_cannot_hold_exit_2_naming_the_field(

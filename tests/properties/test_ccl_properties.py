@@ -5,11 +5,14 @@ For any buffer size, rank count, operation, protocol, channel count and message 
 * every rank ends with every contribution it is promised, exactly once (the symbolic masks),
   and the call finishes exactly once;
 * an all-reduce never beats the analytic lower bound of a ring on its fabric;
-* the wire carries at least the data of every step at the protocol's efficiency.
+* the wire carries at least the data of every step at the protocol's efficiency;
+* an NVLS all-reduce through switches that multicast and reduce does the same, its GPUs
+  sending exactly the buffer and their heads' share of it up, and getting as much down.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,7 @@ from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
 from sitssim.scenario import scenario_from_data
+from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclCall, CclRing
 from sitssim.workloads.collectives import ring_all_reduce_lower_bound_ns
 
@@ -75,3 +79,44 @@ def test_every_rank_ends_with_its_promise_and_an_all_reduce_never_beats_the_boun
     assert wire * proto.data_bytes_per_line >= moved * proto.line_bytes
     if operation == "all_reduce":
         assert handle.duration_ns >= ring_all_reduce_lower_bound_ns(fabric, fabric.gpus, size)
+
+
+nvls_cases = st.tuples(
+    st.integers(3, 8),
+    st.integers(4, 18),
+    st.integers(0, 23).flatmap(lambda e: st.integers(1 << e, (2 << e) - 1)),
+    st.integers(1, 16),
+    st.sampled_from([4096, 65536, 1 << 20]),
+)
+
+
+@given(nvls_cases)
+def test_an_nvls_all_reduce_sums_every_contribution_through_the_switches(case: tuple) -> None:
+    n, links, size, channels, max_message = case
+    fabric, transport = idle(n, links)
+    switches = fabric.switches
+    per_plane = [fabric.graph.edges[fabric.gpus[0], s]["links"] for s in switches]
+    call = CclCall("nvls", "simple", channels, nccl_endpoint_costs("nvls", "simple", "hopper", 24))
+    done: list[float] = []
+    handle = CclNvls(
+        transport,
+        fabric.gpus,
+        size,
+        call,
+        switches,
+        per_plane,
+        math.inf,
+        0,
+        0,
+        done.append,
+        max_message,
+    ).start()
+    transport.run()
+    assert done == [handle.end_ns]
+    assert handle.result_complete()
+    src = np.asarray(transport.src)[handle.messages]
+    dst = np.asarray(transport.dst)[handle.messages]
+    nbytes = np.asarray(transport.size)[handle.messages]
+    up = sum(int(nbytes[src == transport.node_id[g]].sum()) for g in fabric.gpus)
+    down = sum(int(nbytes[dst == transport.node_id[g]].sum()) for g in fabric.gpus)
+    assert up == down == n * size + size

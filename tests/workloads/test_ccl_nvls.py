@@ -1,0 +1,154 @@
+"""An NVLS all-reduce on an idle HGX H100-like fabric whose switches multicast and reduce:
+what each GPU sends and receives, how the planes share it, its chain for a tiny buffer, and
+its pace for a large one. Every figure comes out of the simulated messages."""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import pytest
+import simpy
+
+from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
+from sitssim.ccl.nvls import nvls_plan
+from sitssim.fabric.routing import Router
+from sitssim.fabric.schedule import Schedule
+from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.transport import Transport
+from sitssim.scenario import scenario_from_data
+from sitssim.switch.registry import SWITCH_MODELS
+from sitssim.workloads.ccl_nvls import CclNvls, nvls_messages, weighted_round_robin
+from sitssim.workloads.ccl_ring import CclCall
+from sitssim.workloads.collectives import CollectiveHandle
+
+MIB = 1 << 20
+PLANES = ["nvs0", "nvs1", "nvs2", "nvs3"]
+LINKS = [5, 4, 4, 5]
+
+
+def idle(gpus: int = 8) -> tuple[Fabric, Transport]:
+    data: dict[str, Any] = {
+        "name": "nvls",
+        "duration": "1us",
+        "topology": {"kind": "nvswitch", "gpus": gpus, "planes": 4, "links_per_gpu": 18},
+        "links": {"default": {"rate": "64GT/s", "lanes": 3}},
+        "switch": {
+            "model": "input_queued",
+            "voq": True,
+            "allocator": "islip",
+            "multicast": True,
+            "reduction": True,
+        },
+    }
+    scenario = scenario_from_data(data)
+    fabric = build_fabric(scenario)
+    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
+    model = SWITCH_MODELS[scenario.switch.model](scenario.switch)
+    transport = Transport(
+        simpy.Environment(), fabric, Router(fabric), sorted(fabric.graph), empty, switch_model=model
+    )
+    return fabric, transport
+
+
+def run(
+    size: int,
+    costs: EndpointCosts | None = None,
+    reduce_bytes_per_ns: float = math.inf,
+    gpus: int = 8,
+    channels: int = 16,
+) -> tuple[Fabric, Transport, CollectiveHandle]:
+    fabric, transport = idle(gpus)
+    costs = costs or nccl_endpoint_costs("nvls", "simple", "hopper", 24)
+    call = CclCall("nvls", "simple", channels, costs)
+    handle = CclNvls(
+        transport,
+        fabric.gpus,
+        size,
+        call,
+        PLANES,
+        LINKS,
+        reduce_bytes_per_ns,
+        0,
+        0,
+        None,
+        256 * 1024,
+    ).start()
+    transport.run()
+    return fabric, transport, handle
+
+
+def column(transport: Transport, name: str, handle: CollectiveHandle) -> np.ndarray:
+    return np.asarray(getattr(transport, name))[handle.messages]
+
+
+def test_each_gpu_sends_its_buffer_up_once_and_gets_the_sum_down_once() -> None:
+    size = 16 * MIB
+    fabric, transport, h = run(size)
+    assert h.result_complete()
+    src, dst, nbytes = (column(transport, c, h) for c in ("src", "dst", "size"))
+    for g in fabric.gpus:
+        me = transport.node_id[g]
+        # Up: its contribution of every piece, and the stores of the pieces it heads.
+        assert nbytes[src == me].sum() == size + size // 8
+        # Down: the sums of the pieces it heads, and every piece's multicast.
+        assert nbytes[dst == me].sum() == size // 8 + size
+    assert len(h.messages) == nvls_messages(nvls_plan(size, 8, 16), 256 * 1024)
+
+
+def test_the_planes_share_the_pieces_as_a_gpu_shares_its_links() -> None:
+    _, transport, h = run(8 * MIB)
+    dst = column(transport, "dst", h)
+    up = [int((dst == transport.node_id[p]).sum()) for p in PLANES]
+    total = sum(up)
+    for count, links in zip(up, LINKS, strict=True):
+        assert abs(count - total * links / 18) <= 9
+
+
+def test_weighted_round_robin_spreads_its_picks() -> None:
+    picks = weighted_round_robin([5 / 18, 4 / 18, 4 / 18, 5 / 18], 18)
+    assert [picks.count(p) for p in range(4)] == LINKS
+    # No plane is picked twice in a row while the others wait.
+    assert all(a != b for a, b in pairwise(picks))
+
+
+def test_a_tiny_all_reduce_is_the_kernel_then_four_hops_and_a_handshake() -> None:
+    costs = EndpointCosts(kernel_ns=23_000.0, step_ns=500.0, block_bytes_per_ns=math.inf)
+    _, transport, h = run(8, costs)
+    assert h.result_complete()
+    # One piece: 8 contributions up, the sum to its head, the store up, 8 copies down.
+    assert len(h.messages) == 18
+    flights = column(transport, "t_deliver", h) - column(transport, "t_inject", h)
+    up, to_head, store, down = flights[:8], flights[8], flights[9], flights[10:]
+    expected = 23_000.0 + up.max() + to_head + 500.0 + store + down.max() + 500.0
+    assert h.duration_ns == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_large_nvls_keeps_the_links_busy_rather_than_queueing_stores_behind_it() -> None:
+    # Each link carries 9/8 of the buffer; a scatter running unbounded ahead would queue
+    # every store behind every contribution and take about twice that.
+    size = 128 * MIB
+    fabric, _, h = run(size, EndpointCosts(0.0, 0.0, math.inf))
+    per_gpu = sum(c.bytes_per_ns for c in fabric.channels if c.src == "gpu0")
+    floor = size * 9 / 8 / per_gpu
+    assert floor < h.duration_ns < 1.2 * floor
+
+
+def test_a_slow_switch_reduction_sets_the_pace() -> None:
+    size = 4 * MIB
+    costs = EndpointCosts(0.0, 0.0, math.inf)
+    fast = run(size, costs)[2].duration_ns
+    slow = run(size, costs, reduce_bytes_per_ns=2.0)[2].duration_ns
+    # Each plane reduces its share of 8 contributions of the buffer at 2 bytes per ns: an
+    # outer plane 5/18 of the 16 KiB pieces, within one piece.
+    assert slow >= 8 * (size * 5 / 18 - 16 * 1024) / 2.0
+    assert slow > 5 * fast
+
+
+@pytest.mark.parametrize("gpus", [3, 5])
+@pytest.mark.parametrize("size", [1, 100_000, 3 * MIB + 17])
+def test_every_gpu_ends_with_every_contribution(gpus: int, size: int) -> None:
+    _, _, h = run(size, gpus=gpus, channels=3)
+    assert h.result_complete()
