@@ -182,29 +182,6 @@ class CclNvls(CollectiveRun):
             self._contribute(rank, piece)
         self._scatter(rank, ch)
 
-    def _at(self, t: float, action: Callable[..., None], *args: int) -> None:
-        delay = t - self.env.now
-        if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _ev: action(*args))
-        else:
-            action(*args)
-
-    def _inject(
-        self, src: int, dst: int, nbytes: int, then: Callable[[int], None], replica: bool = False
-    ) -> None:
-        self.handle.messages.append(
-            self.transport.inject(
-                src,
-                dst,
-                nbytes,
-                self.tenant,
-                self._kind,
-                self.workload,
-                on_deliver=then,
-                replica=replica,
-            )
-        )
-
     def _contribute(self, rank: int, piece: int) -> None:
         mask = self.handle.contributions[rank][piece]
         nbytes = self._pieces[piece][3]
@@ -215,16 +192,9 @@ class CclNvls(CollectiveRun):
             summed = self.reducers[plane].contribute(piece, mask, nbytes, self.env.now)
             if summed is not None:
                 ready, total = summed
-                self._at_sum(ready, piece, total)
+                self._at(ready, self._to_head, piece, total)
 
-        self._inject(self.ids[rank], self.switch_ids[plane], nbytes, arrived)
-
-    def _at_sum(self, ready: float, piece: int, mask: int) -> None:
-        delay = ready - self.env.now
-        if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _ev: self._to_head(piece, mask))
-        else:
-            self._to_head(piece, mask)
+        self._message(self.ids[rank], self.switch_ids[plane], nbytes, arrived)
 
     def _to_head(self, piece: int, mask: int) -> None:
         _, _, head, nbytes = self._pieces[piece]
@@ -235,20 +205,20 @@ class CclNvls(CollectiveRun):
             self.handle.contributions[head][piece] |= mask
             self._at(self.env.now + step, self._store, piece)
 
-        self._inject(switch, self.ids[head], nbytes, landed, replica=True)
+        self._message(switch, self.ids[head], nbytes, landed, replica=True)
 
     def _store(self, piece: int) -> None:
         _, _, head, nbytes = self._pieces[piece]
         mask = self.handle.contributions[head][piece]
         switch = self.switch_ids[self._planes[piece]]
-        self._inject(self.ids[head], switch, nbytes, lambda _msg: self._multicast(piece, mask))
+        self._message(self.ids[head], switch, nbytes, lambda _msg: self._multicast(piece, mask))
 
     def _multicast(self, piece: int, mask: int) -> None:
         nbytes = self._pieces[piece][3]
         switch = self.switch_ids[self._planes[piece]]
         for rank in range(self.n):
             landed = self._landing(rank, piece, mask)
-            self._inject(switch, self.ids[rank], nbytes, landed, replica=True)
+            self._message(switch, self.ids[rank], nbytes, landed, replica=True)
 
     def _landing(self, rank: int, piece: int, mask: int) -> Callable[[int], None]:
         loop, ch, head, _ = self._pieces[piece]

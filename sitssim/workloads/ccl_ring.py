@@ -40,10 +40,10 @@ from sitssim.ccl.endpoint import EndpointCosts
 from sitssim.ccl.plan import RingPlan, ring_plan
 from sitssim.ccl.protocols import PROTOCOLS
 from sitssim.workloads.collectives import (
-    REDUCTION_BYTES_PER_BYTE,
     CollectiveHandle,
     CollectiveRun,
     chunk_sizes,
+    ring_step_offsets,
 )
 
 if TYPE_CHECKING:
@@ -163,13 +163,7 @@ class CclRing(CollectiveRun):
             owner += [key[2]] * len(pieces)
         h.owner = owner
         n = self.n
-        reduce_scatter = [(-k - 1, True) for k in range(n - 1)]
-        all_gather = [(-j, False) for j in range(n - 1)]
-        self._steps = {
-            "all_reduce": reduce_scatter + all_gather,
-            "reduce_scatter": reduce_scatter,
-            "all_gather": all_gather,
-        }[h.operation]
+        self._steps = ring_step_offsets(h.operation, n)
         self._init_data(len(h.owner), own_chunk_only=h.operation == "all_gather")
         self._blocks = [[_Block(r, ch) for ch in range(plan.channels)] for r in range(n)]
         self._blocks_left = [plan.channels] * n
@@ -220,7 +214,7 @@ class CclRing(CollectiveRun):
                 ready = max(ready, landed + costs.step_ns)
             block.free_ns = ready + costs.copy_ns(pieces[piece])
             if step < last:
-                self._send_at(block, key, step, piece, pieces[piece])
+                self._at(block.free_ns, self._send_piece, block, key, step, piece, pieces[piece])
             block.piece += 1
             if block.piece == len(pieces):
                 block.piece = 0
@@ -231,14 +225,6 @@ class CclRing(CollectiveRun):
         if not block.done:
             block.done = True
             self._block_done(block)
-
-    def _send_at(self, block: _Block, key: Lane, step: int, piece: int, nbytes: int) -> None:
-        delay = block.free_ns - self.env.now
-        args = (block, key, step, piece, nbytes)
-        if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _ev: self._send_piece(*args))
-        else:
-            self._send_piece(*args)
 
     def _send_piece(self, block: _Block, key: Lane, step: int, piece: int, nbytes: int) -> None:
         src = block.rank
@@ -263,19 +249,8 @@ class CclRing(CollectiveRun):
             if left[0] == 0:
                 self._landed(target, unit, chunk_id, mask, nbytes, reduce)
 
-        inject = self.transport.inject
         for size in messages:
-            h.messages.append(
-                inject(
-                    self.ids[src],
-                    self.ids[dst],
-                    size,
-                    self.tenant,
-                    self._kind,
-                    self.workload,
-                    on_deliver=arrived,
-                )
-            )
+            self._message(self.ids[src], self.ids[dst], size, arrived)
 
     def _landed(
         self,
@@ -286,12 +261,7 @@ class CclRing(CollectiveRun):
         nbytes: int,
         reduce: bool,
     ) -> None:
-        now = self.env.now
-        ready = now
-        if reduce and self.reduce_bw is not None and nbytes:
-            start = max(now, self._reducer_free[block.rank])
-            ready = start + REDUCTION_BYTES_PER_BYTE * nbytes / self.reduce_bw
-            self._reducer_free[block.rank] = ready
+        ready = self._reduction_done(block.rank, nbytes) if reduce and nbytes else self.env.now
         self.handle.contributions[block.rank][chunk_id] |= mask
         block.landed[unit] = ready
         self._wake(block)
@@ -301,8 +271,4 @@ class CclRing(CollectiveRun):
         self._blocks_left[rank] -= 1
         if self._blocks_left[rank]:
             return
-        delay = max(0.0, max(b.free_ns for b in self._blocks[rank]) - self.env.now)
-        if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _ev: self._rank_done(rank))
-        else:
-            self._rank_done(rank)
+        self._at(max(b.free_ns for b in self._blocks[rank]), self._rank_done, rank)

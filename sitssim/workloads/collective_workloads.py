@@ -79,6 +79,10 @@ class _Sequence:
         self.next = 0
         self.switches = switches
         self.chooser = CallChooser(wl, fabric, gpus, switches) if wl.runs_as_nccl else None
+        # An NVLS call's planes: every switch of the node, each with the links a GPU has to it.
+        nvls = self.chooser is not None and "nvls" in self.chooser.searches
+        self.planes = fabric.switches if nvls else []
+        self.plane_links = [fabric.graph.edges[gpus[0], s].get("links", 1) for s in self.planes]
 
     def arm(self, delay: float) -> None:
         self.transport.env.timeout(delay).callbacks.append(lambda _ev: self._launch())
@@ -105,15 +109,13 @@ class _Sequence:
         else:
             call = self.chooser.call(size)
             if call.algorithm == "nvls":
-                planes = self.fabric.switches
-                links = [self.fabric.graph.edges[self.gpus[0], s].get("links", 1) for s in planes]
                 run: CollectiveRun = CclNvls(
                     self.transport,
                     self.gpus,
                     size,
                     call,
-                    planes,
-                    links,
+                    self.planes,
+                    self.plane_links,
                     self.switches.reduction_bytes_per_ns,
                     self.tenant,
                     self.index,

@@ -84,6 +84,19 @@ def chunk_sizes(size: int, n: int) -> list[int]:
     return [base + (1 if c < extra else 0) for c in range(n)]
 
 
+def ring_step_offsets(operation: str, n: int) -> list[tuple[int, bool]]:
+    """A ring's steps as (chunk offset, reduces): at step k rank r sends chunk (r + offset)
+    mod n on to r + 1, reducing it there or not. A reduce-scatter's n - 1 steps send chunk
+    r - k - 1, an all-gather's send chunk r - k, and an all-reduce is the one then the other."""
+    reduce_scatter = [(-k - 1, True) for k in range(n - 1)]
+    all_gather = [(-j, False) for j in range(n - 1)]
+    if operation == "all_reduce":
+        return reduce_scatter + all_gather
+    if operation == "reduce_scatter":
+        return reduce_scatter
+    return all_gather
+
+
 def binary_tree(n: int) -> list[int]:
     """Parent of each position 0..n-1 in NCCL's in-order binary tree (root 0, parent -1).
 
@@ -256,37 +269,52 @@ class CollectiveRun:
         transfer.left = len(pieces)
         h.chunk_sends += 1
         arrived = partial(self._piece_arrived, transfer)
-        inject = self.transport.inject
         for piece in pieces:
-            msg = inject(
-                self.ids[src],
-                self.ids[dst],
-                piece,
-                self.tenant,
-                self._kind,
-                self.workload,
-                on_deliver=arrived,
-            )
-            h.messages.append(msg)
+            self._message(self.ids[src], self.ids[dst], piece, arrived)
+
+    def _message(
+        self, src: int, dst: int, nbytes: int, then: Callable[[int], None], replica: bool = False
+    ) -> None:
+        """Inject one message of this collective between node ids (``replica``: a copy the
+        switch ``src`` makes), calling ``then(msg)`` on its delivery."""
+        msg = self.transport.inject(
+            src,
+            dst,
+            nbytes,
+            self.tenant,
+            self._kind,
+            self.workload,
+            on_deliver=then,
+            replica=replica,
+        )
+        self.handle.messages.append(msg)
+
+    def _at(self, t: float, action: Callable[..., None], *args: object) -> None:
+        """Do ``action(*args)`` at ``t``: now if ``t`` is not in the future."""
+        delay = t - self.env.now
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _ev: action(*args))
+        else:
+            action(*args)
+
+    def _reduction_done(self, rank: int, nbytes: int) -> float:
+        """When ``rank`` has reduced ``nbytes`` that arrived now, one reduction at a time
+        (now, if no reduction bandwidth is given)."""
+        now = self.env.now
+        if self.reduce_bw is None:
+            return now
+        start = max(now, self._reducer_free[rank])
+        ready = start + REDUCTION_BYTES_PER_BYTE * nbytes / self.reduce_bw
+        self._reducer_free[rank] = ready
+        return ready
 
     def _piece_arrived(self, transfer: _Transfer, msg: int) -> None:
-        now = self.env.now
-        ready = now
-        if transfer.reduce and self.reduce_bw is not None:
-            dst = transfer.dst
-            start = max(now, self._reducer_free[dst])
-            ready = start + REDUCTION_BYTES_PER_BYTE * self.transport.size[msg] / self.reduce_bw
-            self._reducer_free[dst] = ready
-        transfer.ready = max(transfer.ready, ready)
+        if transfer.reduce:
+            ready = self._reduction_done(transfer.dst, self.transport.size[msg])
+            transfer.ready = max(transfer.ready, ready)
         transfer.left -= 1
-        if transfer.left:
-            return
-        if transfer.ready > now:
-            self.env.timeout(transfer.ready - now).callbacks.append(
-                lambda _ev: self._land(transfer)
-            )
-        else:
-            self._land(transfer)
+        if transfer.left == 0:
+            self._at(transfer.ready, self._land, transfer)
 
     def _land(self, transfer: _Transfer) -> None:
         self.handle.contributions[transfer.dst][transfer.chunk] |= transfer.mask
@@ -333,14 +361,7 @@ class CollectiveRun:
     def _start_ring(self, op: str) -> None:
         n = self.n
         self._sizes = chunk_sizes(self.handle.size, n)
-        reduce_scatter = [(-k - 1, True) for k in range(n - 1)]
-        all_gather = [(-j, False) for j in range(n - 1)]
-        if op == "all_reduce":
-            self._steps = reduce_scatter + all_gather
-        elif op == "reduce_scatter":
-            self._steps = reduce_scatter
-        else:
-            self._steps = all_gather
+        self._steps = ring_step_offsets(op, n)
         self._need = len(self._steps)
         self._init_data(n, own_chunk_only=op == "all_gather")
         for r in range(n):

@@ -16,18 +16,15 @@ import math
 from typing import Any
 
 import numpy as np
-import simpy
 from hypothesis import given
 from hypothesis import strategies as st
+from idle_fabrics import idle_transport
 
 from sitssim.ccl.endpoint import nccl_endpoint_costs
 from sitssim.ccl.protocols import PROTOCOLS
 from sitssim.ccl.tuning import ring_steps
-from sitssim.fabric.routing import Router
-from sitssim.fabric.schedule import Schedule
-from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
-from sitssim.scenario import scenario_from_data
 from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclCall, CclRing
 from sitssim.workloads.collectives import ring_all_reduce_lower_bound_ns
@@ -40,10 +37,7 @@ def idle(n: int, links: int) -> tuple[Fabric, Transport]:
         "topology": {"kind": "nvswitch", "gpus": n, "links_per_gpu": links},
         "links": {"default": {"rate": "64GT/s", "lanes": 2}},
     }
-    fabric = build_fabric(scenario_from_data(data))
-    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-    nodes = sorted(fabric.graph)
-    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
+    return idle_transport(data)
 
 
 cases = st.tuples(

@@ -11,16 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import simpy
 from hypothesis import given
 from hypothesis import strategies as st
+from idle_fabrics import idle_transport
 
 from sitssim.config.collective_config import ALGORITHMS
-from sitssim.fabric.routing import Router
-from sitssim.fabric.schedule import Schedule
-from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
-from sitssim.scenario import scenario_from_data
 from sitssim.workloads.collectives import (
     chunk_sizes,
     ring_all_reduce_lower_bound_ns,
@@ -35,10 +32,7 @@ def idle(topology: dict[str, Any], lanes: int) -> tuple[Fabric, Transport]:
         "topology": topology,
         "links": {"default": {"rate": "64GT/s", "lanes": lanes}},
     }
-    fabric = build_fabric(scenario_from_data(data))
-    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-    nodes = sorted(fabric.graph)
-    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
+    return idle_transport(data)
 
 
 @st.composite

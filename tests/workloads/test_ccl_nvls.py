@@ -10,16 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-import simpy
+from idle_fabrics import idle_transport
 
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.nvls import nvls_plan
-from sitssim.fabric.routing import Router
-from sitssim.fabric.schedule import Schedule
-from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
-from sitssim.scenario import scenario_from_data
-from sitssim.switch.registry import SWITCH_MODELS
 from sitssim.workloads.ccl_nvls import CclNvls, nvls_messages, weighted_round_robin
 from sitssim.workloads.ccl_ring import CclCall
 from sitssim.workloads.collectives import CollectiveHandle
@@ -43,14 +39,7 @@ def idle(gpus: int = 8) -> tuple[Fabric, Transport]:
             "reduction": True,
         },
     }
-    scenario = scenario_from_data(data)
-    fabric = build_fabric(scenario)
-    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-    model = SWITCH_MODELS[scenario.switch.model](scenario.switch)
-    transport = Transport(
-        simpy.Environment(), fabric, Router(fabric), sorted(fabric.graph), empty, switch_model=model
-    )
-    return fabric, transport
+    return idle_transport(data, switch_model=True)
 
 
 def run(

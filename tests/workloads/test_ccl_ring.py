@@ -12,15 +12,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-import simpy
+from idle_fabrics import idle_transport
 
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.plan import ring_plan
-from sitssim.fabric.routing import Router
-from sitssim.fabric.schedule import Schedule
-from sitssim.fabric.topology import Fabric, build_fabric
+from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
-from sitssim.scenario import scenario_from_data
 from sitssim.workloads.ccl_ring import CclCall, CclRing
 from sitssim.workloads.collectives import CollectiveHandle, ring_all_reduce_lower_bound_ns
 
@@ -30,16 +27,8 @@ MIB = 1 << 20
 
 
 def idle(topology: dict[str, Any] = HGX) -> tuple[Fabric, Transport]:
-    data: dict[str, Any] = {
-        "name": "idle",
-        "duration": "1us",
-        "topology": topology,
-        "links": {"default": NVLINK},
-    }
-    fabric = build_fabric(scenario_from_data(data))
-    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-    nodes = sorted(fabric.graph)
-    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
+    data = {"name": "idle", "duration": "1us", "topology": topology, "links": {"default": NVLINK}}
+    return idle_transport(data)
 
 
 def run(

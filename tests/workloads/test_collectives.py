@@ -13,16 +13,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-import simpy
+from idle_fabrics import idle_transport
 from typer.testing import CliRunner
 
 from sitssim.cli import app
 from sitssim.config.collective_config import ALGORITHMS, OPERATIONS
-from sitssim.fabric.routing import Router
-from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.fabric.transport import Transport
-from sitssim.scenario import load_scenario, scenario_from_data
+from sitssim.scenario import load_scenario
 from sitssim.simulation import simulate
 from sitssim.workloads.collectives import (
     REDUCES,
@@ -44,10 +42,7 @@ def idle(topology: dict[str, Any], link: dict[str, Any] | None = None) -> tuple[
     data: dict[str, Any] = {"name": "idle", "duration": "1us", "topology": topology}
     if link is not None:
         data["links"] = {"default": link}
-    fabric = build_fabric(scenario_from_data(data))
-    empty = Schedule(np.zeros(0), *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-    nodes = sorted(fabric.graph)
-    return fabric, Transport(simpy.Environment(), fabric, Router(fabric), nodes, empty)
+    return idle_transport(data)
 
 
 def run_all_reduce(
