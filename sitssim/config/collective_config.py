@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from sitssim.config.catalog import GPUS
 from sitssim.errors import LocatedValueError, reject_repeats, shown
-from sitssim.quantities import MAX_BYTES, MAX_ITEMS, Size, Time, count
+from sitssim.quantities import MAX_BYTES, MAX_ITEMS, PositiveTime, Size, Time, count
 from sitssim.units import UnitError, parse_size_bytes
 
 OPERATIONS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -81,6 +81,22 @@ class SizeSweep(BaseModel):
         return out
 
 
+class HostLaunch(BaseModel):
+    """How the host issues the calls, as nccl-tests does (``sitssim.workloads.host_launch``).
+
+    ``threads: one`` is ``all_reduce_perf -g N``: one host thread enqueues every GPU's
+    kernel in turn; ``per_gpu`` is ``mpirun -np N ... -g 1``: each GPU has its own. ``enqueue``
+    is the host's time to enqueue one call on one GPU. A size's repetitions are then one
+    timed loop, enqueued without waiting for the GPUs, as nccl-tests times its iterations;
+    the next size's loop starts ``gap`` after the last GPU has finished.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    threads: Literal["one", "per_gpu"]
+    enqueue: PositiveTime
+
+
 class CollectiveWorkload(BaseModel):
     """Back-to-back collectives of the listed (or swept) sizes, each repeated, over some GPUs.
 
@@ -112,6 +128,7 @@ class CollectiveWorkload(BaseModel):
     min_messages: MessagesPerChunk = 1
     reduction_bandwidth: Bandwidth | None = None
     tenant: NodeName | None = None
+    host: HostLaunch | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> CollectiveWorkload:
@@ -154,6 +171,12 @@ class CollectiveWorkload(BaseModel):
             raise LocatedValueError(
                 ("channels",), "'channels' needs a 'protocol' or 'algorithm: auto'"
             )
+        elif self.host is not None:
+            raise LocatedValueError(
+                ("host",),
+                "'host' launches NCCL kernels: it needs a 'protocol' or 'algorithm: auto'",
+            )
+
         if self.reduction_bandwidth is not None and self.operation == "all_gather":
             raise LocatedValueError(("reduction_bandwidth",), "an all_gather reduces nothing")
         if self.gpus is not None:

@@ -121,7 +121,9 @@ class CclNvls(CollectiveRun):
         self.shares = plane_shares(links_per_switch)
         self.reducers = [InSwitchReduction(self.n, switch_reduce_bytes_per_ns) for _ in switches]
 
-    def start(self) -> CollectiveHandle:
+    def start(self, hold: bool = False) -> CollectiveHandle:
+        """Set the call up and start every rank's kernel now, or, with ``hold``, only as each
+        rank is ``release``d."""
         h = self.handle
         plan = nvls_plan(h.size, self.n, self.call.channels)
         self._pieces = nvls_pieces(plan, self.max_message)
@@ -139,14 +141,19 @@ class CclNvls(CollectiveRun):
         self._done_chunks = [[self._prefix(row, 0) for row in per_chunk] for _ in range(n)]
         self._cursor = [[0] * channels for _ in range(n)]
         self._free = [[0.0] * channels for _ in range(n)]
-        self._timed = [[False] * channels for _ in range(n)]
-        begin = self.env.now + self.call.costs.kernel_ns
-        for r in range(n):
-            for ch in range(channels):
-                self._free[r][ch] = begin
-                self._timed[r][ch] = True
-                self._at(begin, self._scatter_timed, r, ch, -1)
+        # Until its kernel starts a rank scatters nothing, whatever lands for it.
+        self._timed = [[True] * channels for _ in range(n)]
+        if not hold:
+            for rank in range(n):
+                self.release(rank)
         return h
+
+    def release(self, rank: int) -> None:
+        """Start ``rank``'s kernel now: its blocks scatter after its fixed cost."""
+        begin = self.env.now + self.call.costs.kernel_ns
+        for ch in range(len(self._free[rank])):
+            self._free[rank][ch] = begin
+            self._at(begin, self._scatter_timed, rank, ch, -1)
 
     @staticmethod
     def _prefix(left: list[int], done: int) -> int:

@@ -111,6 +111,7 @@ class _Block:
     step: int = 0
     piece: int = 0
     free_ns: float = 0.0
+    released: bool = False
     done: bool = False
     landed: dict[tuple[int, int, int], float] = field(default_factory=dict)
 
@@ -151,7 +152,9 @@ class CclRing(CollectiveRun):
 
     # --- start -----------------------------------------------------------------
 
-    def start(self) -> CollectiveHandle:
+    def start(self, hold: bool = False) -> CollectiveHandle:
+        """Set the call up and start every rank's kernel now, or, with ``hold``, only as each
+        rank is ``release``d."""
         h = self.handle
         plan = ring_plan(h.operation, self.call.protocol, h.size, self.n, self.call.channels)
         self._plan = plan
@@ -169,12 +172,19 @@ class CclRing(CollectiveRun):
         self._blocks_left = [plan.channels] * n
         self._woken: deque[_Block] = deque()
         self._pumping = False
-        begin = self.env.now + self.call.costs.kernel_ns
-        for row in self._blocks:
-            for block in row:
-                block.free_ns = begin
-                self._wake(block)
+        if not hold:
+            for rank in range(n):
+                self.release(rank)
         return h
+
+    def release(self, rank: int) -> None:
+        """Start ``rank``'s kernel now: its blocks take their first step after its fixed cost,
+        and act on what has landed for them meanwhile."""
+        begin = self.env.now + self.call.costs.kernel_ns
+        for block in self._blocks[rank]:
+            block.free_ns = begin
+            block.released = True
+            self._wake(block)
 
     # --- one block ---------------------------------------------------------------
 
@@ -199,6 +209,8 @@ class CclRing(CollectiveRun):
 
     def _pump(self, block: _Block) -> None:
         """Take every step the block can take now, in order; stop at a piece not yet landed."""
+        if not block.released:
+            return
         costs = self.call.costs
         last = len(self._steps)
         loops = self._plan.loops

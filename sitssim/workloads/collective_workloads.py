@@ -11,25 +11,27 @@ with) and the report's summary of it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.collective_config import CollectiveWorkload, HostLaunch
 from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.workloads.ccl_choice import NCCL_FABRICS, CallChooser, nvls_unavailable
 from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclRing
 from sitssim.workloads.collectives import (
     CollectiveHandle,
-    CollectiveRun,
     bus_factor,
     ring_all_reduce_lower_bound_ns,
     start_collective,
 )
 from sitssim.workloads.gpu_names import require_gpu
+from sitssim.workloads.host_launch import enqueued_ns, issue_started_ns
 from sitssim.workloads.section import WorkloadSection
 
 if TYPE_CHECKING:
@@ -88,58 +90,103 @@ class _Sequence:
         self.transport.env.timeout(delay).callbacks.append(lambda _ev: self._launch())
 
     def _launch(self) -> None:
-        wl = self.wl
+        if self.wl.host is not None:
+            self._launch_loop(self.wl.host)
+            return
         size = self.plan[self.next]
-        repetition = self.next % wl.repetitions
+        repetition = self.next % self.wl.repetitions
         self.next += 1
         if self.chooser is None:
-            handle = start_collective(
-                wl.operation,
+            handle = self._bare(size)
+        else:
+            handle = self._ccl_run(size, self._finished).start()
+        self._record(handle, repetition)
+
+    def _launch_loop(self, host: HostLaunch) -> None:
+        """One size's repetitions as nccl-tests times them (``host_launch``): every call
+        enqueued at once, GPU ``r`` starting call ``k`` when the host has enqueued it there
+        and the GPU has finished call ``k - 1``."""
+        size = self.plan[self.next]
+        reps = self.wl.repetitions
+        self.next += reps
+        n = len(self.gpus)
+        loop_start = self.transport.env.now
+        runs = [self._ccl_run(size, self._finished if k == reps - 1 else None) for k in range(reps)]
+        for k, run in enumerate(runs):
+            handle = run.start(hold=True)
+            handle.start_ns = loop_start + issue_started_ns(host, n, k)
+            self._record(handle, k)
+            if k + 1 < reps:
+                run.on_rank_done = partial(self._release_next, runs[k + 1], host, loop_start, k + 1)
+        for rank in range(n):
+            self._release_at(runs[0], rank, loop_start + enqueued_ns(host, n, 0, rank))
+
+    def _release_next(
+        self, run: CclRing | CclNvls, host: HostLaunch, loop_start: float, call: int, rank: int
+    ) -> None:
+        """``rank`` finished call ``call - 1``: it starts ``call`` once that is enqueued too."""
+        self._release_at(run, rank, loop_start + enqueued_ns(host, len(self.gpus), call, rank))
+
+    def _release_at(self, run: CclRing | CclNvls, rank: int, t: float) -> None:
+        delay = t - self.transport.env.now
+        if delay > 0:
+            self.transport.env.timeout(delay).callbacks.append(lambda _ev: run.release(rank))
+        else:
+            run.release(rank)
+
+    def _bare(self, size: int) -> CollectiveHandle:
+        wl = self.wl
+        return start_collective(
+            wl.operation,
+            self.transport,
+            self.gpus,
+            size,
+            algorithm=wl.algorithm,
+            tenant=self.tenant,
+            workload=self.index,
+            on_done=self._finished,
+            max_message_bytes=wl.max_message_bytes,
+            reduce_bytes_per_ns=wl.reduction_bandwidth,
+            min_messages=wl.min_messages,
+        )
+
+    def _ccl_run(self, size: int, on_done: Callable[[float], None] | None) -> CclRing | CclNvls:
+        """The call NCCL would make for ``size``, set up but not started."""
+        wl = self.wl
+        assert self.chooser is not None
+        call = self.chooser.call(size)
+        if call.algorithm == "nvls":
+            return CclNvls(
                 self.transport,
                 self.gpus,
                 size,
-                algorithm=wl.algorithm,
-                tenant=self.tenant,
-                workload=self.index,
-                on_done=self._finished,
-                max_message_bytes=wl.max_message_bytes,
-                reduce_bytes_per_ns=wl.reduction_bandwidth,
-                min_messages=wl.min_messages,
+                call,
+                self.planes,
+                self.plane_links,
+                self.switches.reduction_bytes_per_ns,
+                self.tenant,
+                self.index,
+                on_done,
+                wl.max_message_bytes,
             )
-        else:
-            call = self.chooser.call(size)
-            if call.algorithm == "nvls":
-                run: CollectiveRun = CclNvls(
-                    self.transport,
-                    self.gpus,
-                    size,
-                    call,
-                    self.planes,
-                    self.plane_links,
-                    self.switches.reduction_bytes_per_ns,
-                    self.tenant,
-                    self.index,
-                    self._finished,
-                    wl.max_message_bytes,
-                )
-            else:
-                run = CclRing(
-                    self.transport,
-                    self.gpus,
-                    size,
-                    wl.operation,
-                    call,
-                    self.tenant,
-                    self.index,
-                    self._finished,
-                    wl.max_message_bytes,
-                    wl.reduction_bandwidth,
-                )
-            handle = run.start()
+        return CclRing(
+            self.transport,
+            self.gpus,
+            size,
+            wl.operation,
+            call,
+            self.tenant,
+            self.index,
+            on_done,
+            wl.max_message_bytes,
+            wl.reduction_bandwidth,
+        )
+
+    def _record(self, handle: CollectiveHandle, repetition: int) -> None:
         bound = math.nan
-        if wl.operation == "all_reduce" and handle.algorithm == "ring":
-            bound = ring_all_reduce_lower_bound_ns(self.fabric, self.gpus, size)
-        name = wl.name or f"#{self.index}"
+        if self.wl.operation == "all_reduce" and handle.algorithm == "ring":
+            bound = ring_all_reduce_lower_bound_ns(self.fabric, self.gpus, handle.size)
+        name = self.wl.name or f"#{self.index}"
         self.records.append(_Record(self.index, name, handle, repetition, bound))
 
     def _finished(self, _end_ns: float) -> None:

@@ -229,6 +229,8 @@ class CollectiveRun:
         self.tenant = tenant
         self.workload = workload
         self.on_done = on_done
+        # Called with each rank as it finishes: a stream's next kernel waits for it.
+        self.on_rank_done: Callable[[int], None] | None = None
         self.max_message = max_message_bytes
         self.min_messages = min_messages
         self.reduce_bw = reduce_bytes_per_ns
@@ -330,6 +332,8 @@ class CollectiveRun:
         now = self.env.now
         h = self.handle
         h.rank_done_ns[rank] = now
+        if self.on_rank_done is not None:
+            self.on_rank_done(rank)
         self._pending -= 1
         if self._pending == 0:
             h.end_ns = now
