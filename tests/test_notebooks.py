@@ -55,7 +55,11 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 # Study notebooks whose last cell asserts the study's findings on what it computed.
 STUDIES = ["load_latency", "channel_loss", "ber_latency", "gpu_count"]
-CHECKED = {"tenants_study.ipynb", *(f"{s}_study.ipynb" for s in STUDIES)}
+CHECKED = {
+    "tenants_study.ipynb",
+    "calibration_allreduce.ipynb",
+    *(f"{s}_study.ipynb" for s in STUDIES),
+}
 GENERATED = [
     "make_calibration.py",
     "make_tenants_study.py",
