@@ -26,6 +26,7 @@ from sitssim.config.catalog import (
     gpu_from_dict,
     model_from_dict,
 )
+from sitssim.config.collective_config import MIN_NCCL_COMPUTE_CAPABILITY
 from sitssim.errors import LocatedValueError
 from sitssim.quantities import (
     MAX_BF16,
@@ -278,14 +279,25 @@ class InferenceWorkload(_Strict):
     engine: EngineOptions = Field(default_factory=EngineOptions)
     frames: FrameOptions = Field(default_factory=FrameOptions)
     mhf: Literal["off", "naive", "strip"] = "off"
-    collective: Literal["ring", "tree", "direct", "one_shot"] = "ring"
+    # 'auto': as NCCL runs them (its choice per call: ring or NVLS, protocol, channels).
+    collective: Literal["ring", "tree", "direct", "one_shot", "auto"] = "ring"
     max_message: Size = 262144
     min_messages: MessagesPerChunk = 1
 
     @model_validator(mode="after")
     def _consistent(self) -> InferenceWorkload:
         model = _resolve_model(self.model, ("model",))
-        _resolve_gpu(self.gpu, ("gpu",))
+        gpu = _resolve_gpu(self.gpu, ("gpu",))
+        if self.collective == "auto" and (
+            not isinstance(self.gpu, str)
+            or (gpu.compute_capability or 0.0) < MIN_NCCL_COMPUTE_CAPABILITY
+        ):
+            raise LocatedValueError(
+                ("collective",),
+                f"'auto' runs the collectives as NCCL does, whose tables need a built-in GPU "
+                f"of compute capability {MIN_NCCL_COMPUTE_CAPABILITY} or more; "
+                f"'gpu' is {self.gpu!r}",
+            )
         if self.gpus is not None and self.stages is not None:
             raise LocatedValueError(
                 ("stages",), "give either 'gpus' (one stage) or 'stages', not both"

@@ -34,6 +34,7 @@ def inference_section(scenario: Scenario) -> InferenceSection:
         workloads=workload_section(scenario, InferenceWorkload),
         faults=tuple((k, f) for k, f in enumerate(scenario.faults) if isinstance(f, TokenFault)),
         base_dir=Path(scenario.source.path).parent,
+        switches=scenario.switch.capabilities(),
     )
 
 

@@ -11,7 +11,6 @@ with) and the report's summary of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
@@ -21,7 +20,8 @@ import pandas as pd
 
 from sitssim.config.collective_config import CollectiveWorkload, HostLaunch
 from sitssim.config.switch_capabilities import SwitchCapabilities
-from sitssim.workloads.ccl_choice import NCCL_FABRICS, CallChooser, nvls_unavailable
+from sitssim.workloads.ccl_calls import NcclCalls
+from sitssim.workloads.ccl_choice import NCCL_FABRICS, nvls_unavailable
 from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclRing
 from sitssim.workloads.collectives import (
@@ -79,12 +79,11 @@ class _Sequence:
         self.records = records
         self.plan = wl.plan()
         self.next = 0
-        self.switches = switches
-        self.chooser = CallChooser(wl, fabric, gpus, switches) if wl.runs_as_nccl else None
-        # An NVLS call's planes: every switch of the node, each with the links a GPU has to it.
-        nvls = self.chooser is not None and "nvls" in self.chooser.searches
-        self.planes = fabric.switches if nvls else []
-        self.plane_links = [fabric.graph.edges[gpus[0], s].get("links", 1) for s in self.planes]
+        self.nccl = (
+            NcclCalls(wl, fabric, transport, gpus, switches, tenant, index)
+            if wl.runs_as_nccl
+            else None
+        )
 
     def arm(self, delay: float) -> None:
         self.transport.env.timeout(delay).callbacks.append(lambda _ev: self._launch())
@@ -96,22 +95,24 @@ class _Sequence:
         size = self.plan[self.next]
         repetition = self.next % self.wl.repetitions
         self.next += 1
-        if self.chooser is None:
+        if self.nccl is None:
             handle = self._bare(size)
         else:
-            handle = self._ccl_run(size, self._finished).start()
+            handle = self.nccl.run(size, self._finished).start()
         self._record(handle, repetition)
 
     def _launch_loop(self, host: HostLaunch) -> None:
         """One size's repetitions as nccl-tests times them (``host_launch``): every call
         enqueued at once, GPU ``r`` starting call ``k`` when the host has enqueued it there
         and the GPU has finished call ``k - 1``."""
+        nccl = self.nccl
+        assert nccl is not None
         size = self.plan[self.next]
         reps = self.wl.repetitions
         self.next += reps
         n = len(self.gpus)
         loop_start = self.transport.env.now
-        runs = [self._ccl_run(size, self._finished if k == reps - 1 else None) for k in range(reps)]
+        runs = [nccl.run(size, self._finished if k == reps - 1 else None) for k in range(reps)]
         for k, run in enumerate(runs):
             handle = run.start(hold=True)
             handle.start_ns = loop_start + issue_started_ns(host, n, k)
@@ -148,38 +149,6 @@ class _Sequence:
             max_message_bytes=wl.max_message_bytes,
             reduce_bytes_per_ns=wl.reduction_bandwidth,
             min_messages=wl.min_messages,
-        )
-
-    def _ccl_run(self, size: int, on_done: Callable[[float], None] | None) -> CclRing | CclNvls:
-        """The call NCCL would make for ``size``, set up but not started."""
-        wl = self.wl
-        assert self.chooser is not None
-        call = self.chooser.call(size)
-        if call.algorithm == "nvls":
-            return CclNvls(
-                self.transport,
-                self.gpus,
-                size,
-                call,
-                self.planes,
-                self.plane_links,
-                self.switches.reduction_bytes_per_ns,
-                self.tenant,
-                self.index,
-                on_done,
-                wl.max_message_bytes,
-            )
-        return CclRing(
-            self.transport,
-            self.gpus,
-            size,
-            wl.operation,
-            call,
-            self.tenant,
-            self.index,
-            on_done,
-            wl.max_message_bytes,
-            wl.reduction_bandwidth,
         )
 
     def _record(self, handle: CollectiveHandle, repetition: int) -> None:

@@ -60,13 +60,14 @@ import pandas as pd
 import simpy
 
 from sitssim.config.catalog import ModelConfig
-from sitssim.config.collective_config import ALL_REDUCE_ONLY, OPERATIONS
+from sitssim.config.collective_config import ALL_REDUCE_ONLY, OPERATIONS, CollectiveWorkload
 from sitssim.config.inference_config import (
     InferenceWorkload,
     PacingIgnoresHintFault,
     RenumberTokensFault,
     TraceRequests,
 )
+from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.errors import InputError, Locator
 from sitssim.fabric.messages import KIND_DATA
 from sitssim.fabric.routing import Router
@@ -83,6 +84,9 @@ from sitssim.protocol.token_frames import (
     encode,
 )
 from sitssim.rng import component_rng
+from sitssim.workloads.ccl_calls import NcclCalls
+from sitssim.workloads.ccl_choice import NCCL_FABRICS
+from sitssim.workloads.collective_workloads import BARE_PROTOCOL
 from sitssim.workloads.collectives import start_collective
 from sitssim.workloads.engine import (
     Efficiency,
@@ -205,6 +209,15 @@ class InferenceDriver:
         self.rng = component_rng(section.workloads.seed, "inference", label)
         self.tenant = section.workloads.tenant_index(wl.tenant)
         self.stages = self._stage_gpus(fabric)
+        if wl.collective == "auto" and fabric.kind not in NCCL_FABRICS:
+            raise self._error(
+                ("collective",),
+                f"NCCL's choices are modelled on one NVSwitch node; this fabric is "
+                f"{fabric.kind!r}: use a bare algorithm",
+            )
+        self.fabric = fabric
+        self.switches = section.switches
+        self._nccl: dict[tuple[int, str], NcclCalls] = {}
         self.model: ModelConfig = wl.resolved_model()
         self.tp = len(self.stages[0])
         self.engine = self._engine()
@@ -300,6 +313,8 @@ class InferenceDriver:
             "stage",
             "operation",
             "algorithm",
+            "protocol",
+            "channels",
             "layer",
             "after",
             "bytes",
@@ -310,6 +325,29 @@ class InferenceDriver:
         self.span_rows = _TableRows(
             "workload", "step", "stage", "kind", "name", "t_start_ns", "t_end_ns"
         )
+
+    def nccl_calls(self, stage: int, operation: str) -> NcclCalls:
+        """NCCL's calls of ``operation`` over ``stage``'s GPUs (``collective: auto``)."""
+        key = (stage, operation)
+        if key not in self._nccl:
+            wl = CollectiveWorkload(
+                kind="collective",
+                operation=operation,
+                algorithm="auto",
+                gpu=str(self.wl.gpu),
+                sizes=["1B"],
+                max_message_bytes=f"{self.wl.max_message}B",
+            )
+            self._nccl[key] = NcclCalls(
+                wl,
+                self.fabric,
+                self.transport,
+                self.stages[stage],
+                self.switches,
+                self.tenant,
+                self.index,
+            )
+        return self._nccl[key]
 
     # --- set-up ---------------------------------------------------------------
 
@@ -844,6 +882,14 @@ class _StepRun:
         algorithm = d.wl.collective
         if op.kind != "all_reduce" and algorithm in ALL_REDUCE_ONLY:
             algorithm = "ring"
+        run = d.nccl_calls(op.stage, op.kind).run(op.size, None) if algorithm == "auto" else None
+        protocol, channels = BARE_PROTOCOL, 0
+        if run is not None:
+            algorithm, protocol, channels = (
+                run.handle.algorithm,
+                run.call.protocol,
+                run.call.channels,
+            )
         label = f"L{op.layer} {op.name}" if op.layer >= 0 else op.name
 
         def done(end_ns: float) -> None:
@@ -854,6 +900,8 @@ class _StepRun:
                 stage=stage_name(op.stage),
                 operation=op.kind,
                 algorithm=algorithm,
+                protocol=protocol,
+                channels=channels,
                 layer=op.layer,
                 after=op.name,
                 bytes=op.size,
@@ -876,6 +924,10 @@ class _StepRun:
             self.all_reduces += 1
             self.all_reduce_bytes += op.size
         self.i += 1
+        if run is not None:
+            run.on_done = done
+            run.start()
+            return
         start_collective(
             op.kind,
             d.transport,
@@ -950,6 +1002,7 @@ class InferenceSection:
     workloads: WorkloadSection[InferenceWorkload]
     faults: tuple[tuple[int, TokenFault], ...]
     base_dir: Path
+    switches: SwitchCapabilities = field(default_factory=SwitchCapabilities)
 
 
 def build_inference_workloads(

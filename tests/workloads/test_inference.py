@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sitssim.ccl.endpoint import nccl_endpoint_costs
 from sitssim.config.catalog import LLAMA3_8B
+from sitssim.errors import InputError
 from sitssim.protocol.token_frames import FIELD_RANGES, NS_PER_MS
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
@@ -396,3 +398,70 @@ def test_kv_compression_cuts_decode_work_at_long_context():
         for wl in (base, compressed)
     )
     assert (small["compute_ns"].to_numpy() < full["compute_ns"].to_numpy()).all()
+
+
+# --- collectives as NCCL runs them (collective: auto) ----------------------------------
+
+
+def tp8_with(collective: str) -> dict[str, Any]:
+    workload = {
+        "gpus": 8,
+        "gpu": "H100-SXM",
+        "requests": requests(1, prompt=16, generated=3),
+        "collective": collective,
+    }
+    return scenario(workload, NVSWITCH)
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Any]:
+    return {c: run(tp8_with(c)) for c in ("ring", "auto")}
+
+
+def test_decode_all_reduces_record_nccl_s_choice(runs: dict[str, Any]) -> None:
+    colls = runs["auto"].tables["inference_collectives"]
+    steps = runs["auto"].tables["inference_steps"]
+    decode = colls[colls["step"].isin(steps.loc[steps["phase"] == "decode", "step"])]
+    reduces = decode[decode["operation"] == "all_reduce"]
+    assert len(reduces) == 64 * 2
+    # 8 KiB on 8 H100s: NCCL's cost model picks LL, and its launch rule one channel.
+    chosen = reduces[["algorithm", "protocol", "channels"]].drop_duplicates()
+    assert chosen.to_numpy().tolist() == [["ring", "ll", 1]]
+    bare = runs["ring"].tables["inference_collectives"]
+    assert set(bare["protocol"]) == {"none"}
+    assert set(bare["channels"]) == {0}
+
+
+def test_a_decode_all_reduce_costs_its_kernel_and_every_step(runs: dict[str, Any]) -> None:
+    costs = nccl_endpoint_costs("ring", "ll", "hopper", 24)
+    floor_ns = costs.kernel_ns + 2 * (8 - 1) * costs.step_ns
+    for name, at_least, at_most in (("auto", floor_ns, 2 * floor_ns), ("ring", 0, floor_ns / 10)):
+        colls = runs[name].tables["inference_collectives"]
+        small = colls[colls["bytes"] == 8192]
+        duration = small["t_end_ns"] - small["t_start_ns"]
+        assert (duration >= at_least).all() and (duration <= at_most).all(), name
+
+
+def test_the_fabric_share_of_tpot_grows_with_the_endpoint_costs(runs: dict[str, Any]) -> None:
+    def share(result: Any) -> float:
+        steps = result.tables["inference_steps"]
+        decode = steps[steps["phase"] == "decode"]
+        return decode["collective_ns"].sum() / (decode["t_end_ns"] - decode["t_start_ns"]).sum()
+
+    assert share(runs["auto"]) > 3 * share(runs["ring"])
+
+
+def test_auto_needs_an_nvswitch_node_and_a_gpu_nccl_tunes_for() -> None:
+    on_tree = scenario({"gpus": 4, "requests": requests(), "collective": "auto"}, FAT_TREE)
+    with pytest.raises(InputError, match=r"collective.*NVSwitch node"):
+        simulate(scenario_from_data(on_tree))
+    custom = tp8_with("auto")
+    custom["workloads"][0]["gpu"] = {
+        "name": "x",
+        "bf16_flops_per_s": 1e15,
+        "hbm_bytes_per_s": 3e12,
+        "memory_bytes": 8e10,
+        "compute_capability": 9.0,
+    }
+    with pytest.raises(InputError, match=r"collective.*built-in GPU"):
+        scenario_from_data(custom)
