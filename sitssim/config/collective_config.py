@@ -176,7 +176,6 @@ class CollectiveWorkload(BaseModel):
                 ("host",),
                 "'host' launches NCCL kernels: it needs a 'protocol' or 'algorithm: auto'",
             )
-
         if self.reduction_bandwidth is not None and self.operation == "all_gather":
             raise LocatedValueError(("reduction_bandwidth",), "an all_gather reduces nothing")
         if self.gpus is not None:

@@ -34,6 +34,13 @@ NCCL_FABRICS = frozenset({"nvswitch"})
 """Fabric kinds NCCL's search is modelled on: one NVSwitch node."""
 
 
+def not_an_nccl_fabric(fabric: Fabric) -> str:
+    """Why NCCL's choices cannot be made on ``fabric`` ('' if they can)."""
+    if fabric.kind in NCCL_FABRICS:
+        return ""
+    return f"NCCL's choices are modelled on one NVSwitch node; this fabric is {fabric.kind!r}"
+
+
 NVLS_MIN_RANKS = 3
 """NCCL sets NVLS up only for more than two GPUs (``ncclNvlsInit``)."""
 

@@ -21,7 +21,7 @@ import pandas as pd
 from sitssim.config.collective_config import CollectiveWorkload, HostLaunch
 from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.workloads.ccl_calls import NcclCalls
-from sitssim.workloads.ccl_choice import NCCL_FABRICS, nvls_unavailable
+from sitssim.workloads.ccl_choice import not_an_nccl_fabric, nvls_unavailable
 from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclRing
 from sitssim.workloads.collectives import (
@@ -120,20 +120,13 @@ class _Sequence:
             if k + 1 < reps:
                 run.on_rank_done = partial(self._release_next, runs[k + 1], host, loop_start, k + 1)
         for rank in range(n):
-            self._release_at(runs[0], rank, loop_start + enqueued_ns(host, n, 0, rank))
+            runs[0].release_at(rank, loop_start + enqueued_ns(host, n, 0, rank))
 
     def _release_next(
         self, run: CclRing | CclNvls, host: HostLaunch, loop_start: float, call: int, rank: int
     ) -> None:
         """``rank`` finished call ``call - 1``: it starts ``call`` once that is enqueued too."""
-        self._release_at(run, rank, loop_start + enqueued_ns(host, len(self.gpus), call, rank))
-
-    def _release_at(self, run: CclRing | CclNvls, rank: int, t: float) -> None:
-        delay = t - self.transport.env.now
-        if delay > 0:
-            self.transport.env.timeout(delay).callbacks.append(lambda _ev: run.release(rank))
-        else:
-            run.release(rank)
+        run.release_at(rank, loop_start + enqueued_ns(host, len(self.gpus), call, rank))
 
     def _bare(self, size: int) -> CollectiveHandle:
         wl = self.wl
@@ -208,13 +201,10 @@ def _checked(
 ) -> list[str]:
     """The workload's GPUs, once it is known to run on this fabric (``InputError`` if not)."""
     gpus = check_collective_gpus(where, fabric, index, wl)
-    if wl.runs_as_nccl and fabric.kind not in NCCL_FABRICS:
+    refusal = not_an_nccl_fabric(fabric) if wl.runs_as_nccl else ""
+    if refusal:
         at = where.within("workloads", index, "protocol" if wl.protocol else "algorithm")
-        raise at.error(
-            (),
-            f"NCCL's choices are modelled on one NVSwitch node; this fabric is "
-            f"{fabric.kind!r}: use a bare algorithm (no 'protocol', not 'auto')",
-        )
+        raise at.error((), f"{refusal}: use a bare algorithm (no 'protocol', not 'auto')")
     if wl.algorithm == "nvls":
         why = nvls_unavailable(wl, len(gpus), switches)
         if why:

@@ -299,6 +299,15 @@ class CollectiveRun:
         else:
             action(*args)
 
+    def release(self, rank: int) -> None:
+        """Start ``rank``'s kernel now, for a run started with ``hold``; a bare collective
+        has no kernel and starts every rank at once."""
+        raise TypeError(f"a {type(self).__name__} starts all its ranks at once")
+
+    def release_at(self, rank: int, t: float) -> None:
+        """``release(rank)`` at ``t``: now if ``t`` is not in the future."""
+        self._at(t, self.release, rank)
+
     def _reduction_done(self, rank: int, nbytes: int) -> float:
         """When ``rank`` has reduced ``nbytes`` that arrived now, one reduction at a time
         (now, if no reduction bandwidth is given)."""

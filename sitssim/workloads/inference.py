@@ -85,7 +85,7 @@ from sitssim.protocol.token_frames import (
 )
 from sitssim.rng import component_rng
 from sitssim.workloads.ccl_calls import NcclCalls
-from sitssim.workloads.ccl_choice import NCCL_FABRICS
+from sitssim.workloads.ccl_choice import not_an_nccl_fabric
 from sitssim.workloads.collective_workloads import BARE_PROTOCOL
 from sitssim.workloads.collectives import start_collective
 from sitssim.workloads.engine import (
@@ -209,12 +209,9 @@ class InferenceDriver:
         self.rng = component_rng(section.workloads.seed, "inference", label)
         self.tenant = section.workloads.tenant_index(wl.tenant)
         self.stages = self._stage_gpus(fabric)
-        if wl.collective == "auto" and fabric.kind not in NCCL_FABRICS:
-            raise self._error(
-                ("collective",),
-                f"NCCL's choices are modelled on one NVSwitch node; this fabric is "
-                f"{fabric.kind!r}: use a bare algorithm",
-            )
+        refusal = not_an_nccl_fabric(fabric) if wl.collective == "auto" else ""
+        if refusal:
+            raise self._error(("collective",), f"{refusal}: use a bare algorithm")
         self.fabric = fabric
         self.switches = section.switches
         self._nccl: dict[tuple[int, str], NcclCalls] = {}
