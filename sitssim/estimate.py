@@ -222,10 +222,11 @@ def _collective(
         for s in sizes:
             call = chooser.call(s)
             if call.algorithm == "nvls":
-                one_pass += nvls_messages(nvls_plan(s, n, call.channels), wl.max_message_bytes)
+                plan = nvls_plan(s, n, call.channels)
+                one_pass += nvls_messages(plan, wl.max_message_bytes, call.writes)
             else:
-                plan = ring_plan(wl.operation, call.protocol, s, n, call.channels)
-                one_pass += ring_messages(plan, s, wl.max_message_bytes)
+                ring = ring_plan(wl.operation, call.protocol, s, n, call.channels)
+                one_pass += ring_messages(ring, s, wl.max_message_bytes, call.writes)
     else:
         one_pass = sum(
             collective_messages(

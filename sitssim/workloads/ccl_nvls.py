@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 The buffer is cut as ``ccl.nvls.nvls_plan`` says: loops of ``channels x heads`` chunks, one
 head per GPU, the head of a chunk being the GPU that has the switch reduce it. A chunk is
-seen in pieces of at most one message each, and the planes split the pieces between them
+seen in pieces of at most one message each, every message carrying its data in the write
+packets of the GPUs' stores (``CclCall.writes``). The planes split the pieces between them
 as a GPU's links do (``ccl.nvls.plane_shares``, dealt in a smooth weighted round robin), as
 the switches split the multicast address space. For one piece on plane ``s`` with head
 ``h`` (NCCL's scatter, reduce and gather warps; ``docs/ccl_sources.md`` §5.1):
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from sitssim.ccl.nvls import NvlsPlan, nvls_plan, plane_shares
 from sitssim.ccl.protocols import NCCL_STEPS
+from sitssim.ccl.write_packets import WritePackets
 from sitssim.switch.in_switch_reduction import InSwitchReduction
 from sitssim.workloads.ccl_ring import CclCall
 from sitssim.workloads.collectives import CollectiveHandle, CollectiveRun, chunk_sizes
@@ -60,24 +62,27 @@ def weighted_round_robin(shares: list[float], count: int) -> list[int]:
     return picks
 
 
-def nvls_pieces(plan: NvlsPlan, max_message_bytes: int) -> list[tuple[int, int, int, int]]:
-    """Every piece as (loop, channel, head, payload bytes), lane by lane; empty lanes have
-    none."""
+def nvls_pieces(
+    plan: NvlsPlan, max_message_bytes: int, writes: WritePackets
+) -> list[tuple[int, int, int, int]]:
+    """Every piece as (loop, channel, head, payload bytes), lane by lane, each as much as one
+    message's write packets carry; empty lanes have none."""
+    per_message = writes.data_within(max_message_bytes)
     out: list[tuple[int, int, int, int]] = []
     for loop in range(plan.loops):
         for ch in range(plan.channels):
             for head in range(plan.heads):
                 nbytes = plan.lane_bytes(loop, ch, head)
                 if nbytes:
-                    count = -(-nbytes // max_message_bytes)
+                    count = -(-nbytes // per_message)
                     out += [(loop, ch, head, b) for b in chunk_sizes(nbytes, count)]
     return out
 
 
-def nvls_messages(plan: NvlsPlan, max_message_bytes: int) -> int:
+def nvls_messages(plan: NvlsPlan, max_message_bytes: int, writes: WritePackets) -> int:
     """Messages an NVLS call sends: per piece, one up from each GPU, the sum to its head,
     the head's store, and one down to each GPU."""
-    return len(nvls_pieces(plan, max_message_bytes)) * (2 * plan.heads + 2)
+    return len(nvls_pieces(plan, max_message_bytes, writes)) * (2 * plan.heads + 2)
 
 
 class CclNvls(CollectiveRun):
@@ -126,7 +131,7 @@ class CclNvls(CollectiveRun):
         rank is ``release``d."""
         h = self.handle
         plan = nvls_plan(h.size, self.n, self.call.channels)
-        self._pieces = nvls_pieces(plan, self.max_message)
+        self._pieces = nvls_pieces(plan, self.max_message, self.call.writes)
         self._planes = weighted_round_robin(self.shares, len(self._pieces))
         self._init_data(len(self._pieces), own_chunk_only=False)
         n, channels = self.n, plan.channels
@@ -189,6 +194,11 @@ class CclNvls(CollectiveRun):
             self._contribute(rank, piece)
         self._scatter(rank, ch)
 
+    def _wire(self, nbytes: int) -> int:
+        """A message's bytes for ``nbytes`` of data: in the call's write packets (the
+        switch's reduction and multicast carry the same packets as the GPUs' stores)."""
+        return self.call.writes.wire_bytes(nbytes)
+
     def _contribute(self, rank: int, piece: int) -> None:
         mask = self.handle.contributions[rank][piece]
         nbytes = self._pieces[piece][3]
@@ -201,7 +211,7 @@ class CclNvls(CollectiveRun):
                 ready, total = summed
                 self._at(ready, self._to_head, piece, total)
 
-        self._message(self.ids[rank], self.switch_ids[plane], nbytes, arrived)
+        self._message(self.ids[rank], self.switch_ids[plane], self._wire(nbytes), arrived)
 
     def _to_head(self, piece: int, mask: int) -> None:
         _, _, head, nbytes = self._pieces[piece]
@@ -212,20 +222,21 @@ class CclNvls(CollectiveRun):
             self.handle.contributions[head][piece] |= mask
             self._at(self.env.now + step, self._store, piece)
 
-        self._message(switch, self.ids[head], nbytes, landed, replica=True)
+        self._message(switch, self.ids[head], self._wire(nbytes), landed, replica=True)
 
     def _store(self, piece: int) -> None:
         _, _, head, nbytes = self._pieces[piece]
         mask = self.handle.contributions[head][piece]
         switch = self.switch_ids[self._planes[piece]]
-        self._message(self.ids[head], switch, nbytes, lambda _msg: self._multicast(piece, mask))
+        wire = self._wire(nbytes)
+        self._message(self.ids[head], switch, wire, lambda _msg: self._multicast(piece, mask))
 
     def _multicast(self, piece: int, mask: int) -> None:
-        nbytes = self._pieces[piece][3]
+        wire = self._wire(self._pieces[piece][3])
         switch = self.switch_ids[self._planes[piece]]
         for rank in range(self.n):
             landed = self._landing(rank, piece, mask)
-            self._message(switch, self.ids[rank], nbytes, landed, replica=True)
+            self._message(switch, self.ids[rank], wire, landed, replica=True)
 
     def _landing(self, rank: int, piece: int, mask: int) -> Callable[[int], None]:
         loop, ch, head, _ = self._pieces[piece]

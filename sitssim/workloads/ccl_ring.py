@@ -18,9 +18,10 @@ done (``EndpointCosts.step_ns``), and once it has finished the piece before, eac
 taking the block ``EndpointCosts.copy_ns`` of its payload; its send leaves as the block
 finishes it. A block's next loop starts when its last receive of the loop is done, and its
 first after the kernel's fixed cost (``EndpointCosts.kernel_ns``). On the wire a piece is its
-protocol's lines (``Protocol.wire_bytes``: LL sends 16 bytes per 8 of data), as messages of
-at most ``max_message_bytes``; an empty piece sends nothing and lands at once, as a step
-with no elements does. A rank is done when its last block is.
+protocol's lines (``Protocol.wire_bytes``: LL sends 16 bytes per 8 of data) in the write
+packets of the call's stores (``CclCall.writes``: a header per 128 bytes from an SM), as
+messages of at most ``max_message_bytes``; an empty piece sends nothing and lands at once,
+as a step with no elements does. A rank is done when its last block is.
 
 The data are tracked symbolically per piece, as in ``sitssim.workloads.collectives``.
 Reductions cost ``3 x payload / reduce_bytes_per_ns`` on the receiving GPU when a piece lands,
@@ -38,7 +39,8 @@ from typing import TYPE_CHECKING
 
 from sitssim.ccl.endpoint import EndpointCosts
 from sitssim.ccl.plan import RingPlan, ring_plan
-from sitssim.ccl.protocols import PROTOCOLS
+from sitssim.ccl.protocols import PROTOCOLS, Protocol
+from sitssim.ccl.write_packets import SM_WRITES, WritePackets
 from sitssim.workloads.collectives import (
     CollectiveHandle,
     CollectiveRun,
@@ -54,13 +56,16 @@ Lane = tuple[int, int, int]
 """(loop, channel, chunk): one chunk of one channel's ring in one loop."""
 
 
-def lane_pieces(plan: RingPlan, size: int, max_message_bytes: int) -> dict[Lane, list[int]]:
+def lane_pieces(
+    plan: RingPlan, size: int, max_message_bytes: int, writes: WritePackets
+) -> dict[Lane, list[int]]:
     """Each lane's pieces (payload bytes), in loop, channel, chunk order (module docstring)."""
     n, op = plan.n_ranks, plan.operation
     protocol = PROTOCOLS[plan.protocol]
     slices = protocol.slices_per_chunk("ring", op)
-    # A line protocol's piece is as much payload as one message's lines carry.
-    per_message = max(1, max_message_bytes // protocol.line_bytes * protocol.data_bytes_per_line)
+    # A line protocol's piece is as much payload as one message's write packets carry.
+    lines = writes.data_within(max_message_bytes) // protocol.line_bytes
+    per_message = max(1, lines * protocol.data_bytes_per_line)
     per_rank = chunk_sizes(size, n)
     out: dict[Lane, list[int]] = {}
     grid = 0
@@ -80,12 +85,18 @@ def lane_pieces(plan: RingPlan, size: int, max_message_bytes: int) -> dict[Lane,
     return out
 
 
-def ring_messages(plan: RingPlan, size: int, max_message_bytes: int) -> int:
+def piece_wire_bytes(protocol: Protocol, writes: WritePackets, nbytes: int) -> int:
+    """Transaction-layer bytes of a piece of ``nbytes`` payload: its protocol's lines, in
+    write packets."""
+    return writes.wire_bytes(protocol.wire_bytes(nbytes))
+
+
+def ring_messages(plan: RingPlan, size: int, max_message_bytes: int, writes: WritePackets) -> int:
     """Messages a call of ``plan`` sends: every lane's chunk once per ring step."""
     protocol = PROTOCOLS[plan.protocol]
     per_pass = sum(
-        -(-protocol.wire_bytes(p) // max_message_bytes)
-        for pieces in lane_pieces(plan, size, max_message_bytes).values()
+        -(-piece_wire_bytes(protocol, writes, p) // max_message_bytes)
+        for pieces in lane_pieces(plan, size, max_message_bytes, writes).values()
         for p in pieces
     )
     return plan.steps_per_loop * per_pass
@@ -93,12 +104,14 @@ def ring_messages(plan: RingPlan, size: int, max_message_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class CclCall:
-    """How one call runs: its algorithm and protocol, channels and endpoint costs."""
+    """How one call runs: its algorithm and protocol, channels, endpoint costs, and the write
+    packets its stores cross the links in (a kernel's: ``SM_WRITES``)."""
 
     algorithm: str
     protocol: str
     channels: int
     costs: EndpointCosts
+    writes: WritePackets = SM_WRITES
 
 
 @dataclass
@@ -158,7 +171,7 @@ class CclRing(CollectiveRun):
         h = self.handle
         plan = ring_plan(h.operation, self.call.protocol, h.size, self.n, self.call.channels)
         self._plan = plan
-        self._pieces_of = lane_pieces(plan, h.size, self.max_message)
+        self._pieces_of = lane_pieces(plan, h.size, self.max_message, self.call.writes)
         self._first_id: dict[Lane, int] = {}
         owner: list[int] = []
         for key, pieces in self._pieces_of.items():
@@ -252,7 +265,7 @@ class CclRing(CollectiveRun):
         if nbytes == 0:
             self._landed(target, unit, chunk_id, mask, 0, reduce)
             return
-        wire = self.protocol.wire_bytes(nbytes)
+        wire = piece_wire_bytes(self.protocol, self.call.writes, nbytes)
         messages = chunk_sizes(wire, -(-wire // self.max_message))
         left = [len(messages)]
 

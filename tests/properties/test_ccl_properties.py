@@ -113,4 +113,8 @@ def test_an_nvls_all_reduce_sums_every_contribution_through_the_switches(case: t
     nbytes = np.asarray(transport.size)[handle.messages]
     up = sum(int(nbytes[src == transport.node_id[g]].sum()) for g in fabric.gpus)
     down = sum(int(nbytes[dst == transport.node_id[g]].sum()) for g in fabric.gpus)
-    assert up == down == n * size + size
+    # Every GPU's contribution goes up and the stores of its heads; as much comes down. On
+    # the wire each is in write packets: a 16-byte header per 128 bytes, or part of them.
+    data = n * size + size
+    assert up == down
+    assert data * 144 / 128 <= up < data * 144 / 128 + 16 * len(handle.messages)

@@ -14,6 +14,7 @@ from idle_fabrics import idle_transport
 
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.nvls import nvls_plan
+from sitssim.ccl.write_packets import SM_WRITES
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
 from sitssim.workloads.ccl_nvls import CclNvls, nvls_messages, weighted_round_robin
@@ -80,11 +81,12 @@ def test_each_gpu_sends_its_buffer_up_once_and_gets_the_sum_down_once() -> None:
     src, dst, nbytes = (column(transport, c, h) for c in ("src", "dst", "size"))
     for g in fabric.gpus:
         me = transport.node_id[g]
-        # Up: its contribution of every piece, and the stores of the pieces it heads.
-        assert nbytes[src == me].sum() == size + size // 8
+        # Up: its contribution of every piece, and the stores of the pieces it heads, with
+        # a 16-byte header per 128 bytes written.
+        assert nbytes[src == me].sum() == (size + size // 8) * 144 // 128
         # Down: the sums of the pieces it heads, and every piece's multicast.
-        assert nbytes[dst == me].sum() == size // 8 + size
-    assert len(h.messages) == nvls_messages(nvls_plan(size, 8, 16), 256 * 1024)
+        assert nbytes[dst == me].sum() == (size // 8 + size) * 144 // 128
+    assert len(h.messages) == nvls_messages(nvls_plan(size, 8, 16), 256 * 1024, SM_WRITES)
 
 
 def test_the_planes_share_the_pieces_as_a_gpu_shares_its_links() -> None:
@@ -116,12 +118,13 @@ def test_a_tiny_all_reduce_is_the_kernel_then_four_hops_and_a_handshake() -> Non
 
 
 def test_a_large_nvls_keeps_the_links_busy_rather_than_queueing_stores_behind_it() -> None:
-    # Each link carries 9/8 of the buffer; a scatter running unbounded ahead would queue
-    # every store behind every contribution and take about twice that.
+    # Each link carries 9/8 of the buffer, in write packets of 144 bytes per 128; a scatter
+    # running unbounded ahead would queue every store behind every contribution and take
+    # about twice that.
     size = 128 * MIB
     fabric, _, h = run(size, EndpointCosts(0.0, 0.0, math.inf))
     per_gpu = sum(c.bytes_per_ns for c in fabric.channels if c.src == "gpu0")
-    floor = size * 9 / 8 / per_gpu
+    floor = size * 9 / 8 * 144 / 128 / per_gpu
     assert floor < h.duration_ns < 1.2 * floor
 
 
