@@ -48,6 +48,7 @@ from sitssim.ccl.nvls import nvls_plan
 from sitssim.ccl.plan import ring_plan
 from sitssim.config.collective_config import CollectiveWorkload
 from sitssim.config.inference_config import InferenceWorkload
+from sitssim.config.p2p_config import P2pWorkload
 from sitssim.config.tenant_requests_config import TenantRequestsWorkload
 from sitssim.config.transaction_config import TransactionWorkload
 from sitssim.errors import InputError, Locator
@@ -59,6 +60,7 @@ from sitssim.workloads.ccl_choice import CallChooser
 from sitssim.workloads.ccl_nvls import nvls_messages
 from sitssim.workloads.ccl_ring import ring_messages
 from sitssim.workloads.collectives import binary_tree, chunk_sizes
+from sitssim.workloads.peer_copies import ENGINE_WRITES, workload_pairs
 from sitssim.workloads.synthetic import (
     fixed_destinations,
     probe_endpoints,
@@ -299,6 +301,18 @@ def _inference(
     return WorkloadEstimate(messages, ("workloads", i, "requests"))
 
 
+def _p2p(scenario: Scenario, fabric: Fabric, i: int, wl: P2pWorkload) -> WorkloadEstimate:
+    """Every run's copies over every pair, each as many messages as its write packets fill."""
+    pairs = len(workload_pairs(wl, fabric))
+    writes = ENGINE_WRITES[wl.engine]
+    messages = 0.0
+    for run in wl.runs:
+        per_copy = max(1, -(-writes.wire_bytes(run.bytes) // wl.max_message_bytes))
+        streams = 2 if run.direction == "both" else 1
+        messages += pairs * streams * run.copies * per_copy
+    return WorkloadEstimate(messages, ("workloads", i, "runs"))
+
+
 Estimator = Callable[[Scenario, Fabric, int, Any], WorkloadEstimate]
 ESTIMATORS: dict[type, Estimator] = {
     SyntheticWorkload: _synthetic,
@@ -307,6 +321,7 @@ ESTIMATORS: dict[type, Estimator] = {
     TenantRequestsWorkload: _tenant_requests,
     CollectiveWorkload: _collective,
     InferenceWorkload: _inference,
+    P2pWorkload: _p2p,
 }
 
 

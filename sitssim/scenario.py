@@ -54,6 +54,7 @@ from sitssim.config.inference_config import (
     TraceRequests,
 )
 from sitssim.config.link_layer import LinkLayer
+from sitssim.config.p2p_config import P2pWorkload
 from sitssim.config.phy_profile import (
     PHY_FAULT_KINDS,
     ChannelBlock,
@@ -378,6 +379,7 @@ Workload = Annotated[
         SyntheticWorkload,
         ProbeWorkload,
         CollectiveWorkload,
+        P2pWorkload,
         InferenceWorkload,
         TransactionWorkload,
         TenantRequestsWorkload,
@@ -582,6 +584,7 @@ _KIND_MODELS: dict[str, type[BaseModel]] = {
     "clock_step_back": ClockStepBack,
     "ordered_set_without_stamp": OrderedSetWithoutStamp,
     "collective": CollectiveWorkload,
+    "p2p": P2pWorkload,
     "inference": InferenceWorkload,
     "transactions": TransactionWorkload,
     "tenant_requests": TenantRequestsWorkload,

@@ -47,6 +47,8 @@ MESSAGE_KINDS: tuple[MessageKind, ...] = (
     MessageKind("tenant_response", FcClass.CPL),
     # A link-local control frame (LLDP), fire and forget as every such frame is.
     MessageKind("lldp", FcClass.P),
+    # A copy's writes to a peer GPU's memory (cudaMemcpyPeer), posted as every write is.
+    MessageKind("peer_copy", FcClass.P),
 )
 
 KIND_NAMES: tuple[str, ...] = tuple(k.name for k in MESSAGE_KINDS)
@@ -75,3 +77,4 @@ KIND_TXN_COMPLETION = kind_code("txn_completion")
 KIND_TENANT_REQUEST = kind_code("tenant_request")
 KIND_TENANT_RESPONSE = kind_code("tenant_response")
 KIND_LLDP = kind_code("lldp")
+KIND_PEER_COPY = kind_code("peer_copy")

@@ -32,6 +32,7 @@ def test_reads_are_non_posted_and_completions_completions() -> None:
         "tenant_request": FcClass.NP,
         "tenant_response": FcClass.CPL,
         "lldp": FcClass.P,
+        "peer_copy": FcClass.P,
     }
 
 
@@ -55,6 +56,7 @@ def test_codes_are_table_positions_and_unchanged() -> None:
         "tenant_request",
         "tenant_response",
         "lldp",
+        "peer_copy",
     )
     codes = {name: getattr(messages, f"KIND_{name.upper()}") for name in KIND_NAMES}
     assert codes == {name: i for i, name in enumerate(KIND_NAMES)}
