@@ -60,6 +60,7 @@ from sitssim.workloads.ccl_choice import CallChooser
 from sitssim.workloads.ccl_nvls import nvls_messages
 from sitssim.workloads.ccl_ring import ring_messages
 from sitssim.workloads.collectives import binary_tree, chunk_sizes
+from sitssim.workloads.custom_allreduce import custom_messages
 from sitssim.workloads.peer_copies import ENGINE_WRITES, workload_pairs
 from sitssim.workloads.synthetic import (
     fixed_destinations,
@@ -218,7 +219,9 @@ def _collective(
     gpus = list(wl.gpus) if wl.gpus is not None else list(fabric.gpus)
     n = len(gpus)
     sizes = wl.sizes if wl.sizes is not None else wl.sweep.sizes()
-    if wl.runs_as_nccl and n >= 2:
+    if wl.custom is not None and n >= 2:
+        one_pass = sum(custom_messages(n, s, wl.max_message_bytes) for s in sizes)
+    elif wl.runs_as_nccl and n >= 2:
         chooser = CallChooser(wl, fabric, gpus, scenario.switch.capabilities())
         one_pass = 0.0
         for s in sizes:

@@ -18,7 +18,7 @@ from sitssim.units import UnitError, parse_size_bytes
 
 OPERATIONS = ("all_reduce", "all_gather", "reduce_scatter")
 ALGORITHMS = ("ring", "tree", "direct", "one_shot")
-ALL_REDUCE_ONLY = frozenset({"tree", "one_shot", "nvls"})
+ALL_REDUCE_ONLY = frozenset({"tree", "one_shot", "nvls", "custom"})
 PROTOCOL_CHOICES = ("auto", "ll", "ll128", "simple")
 CCL_ALGORITHMS = frozenset({"auto", "ring", "nvls"})
 """The algorithms sitssim runs as NCCL does (channels, protocol, endpoint costs)."""
@@ -97,6 +97,20 @@ class HostLaunch(BaseModel):
     enqueue: PositiveTime
 
 
+CUSTOM_MAX_BYTES = 8 * 1024 * 1024
+"""vLLM's custom all-reduce buffer (``sitssim.ccl.custom_ar.MAX_BYTES``)."""
+
+
+class CustomKernel(BaseModel):
+    """A serving engine's custom all-reduce kernel: its fixed cost and its load rate (all its
+    blocks together), neither of which is published (``sitssim.ccl.custom_ar``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kernel: PositiveTime
+    load_bandwidth: Bandwidth
+
+
 class CollectiveWorkload(BaseModel):
     """Back-to-back collectives of the listed (or swept) sizes, each repeated, over some GPUs.
 
@@ -113,7 +127,7 @@ class CollectiveWorkload(BaseModel):
     kind: Literal["collective"]
     name: str | None = None
     operation: Literal["all_reduce", "all_gather", "reduce_scatter"] = "all_reduce"
-    algorithm: Literal["auto", "ring", "nvls", "tree", "direct", "one_shot"] = "ring"
+    algorithm: Literal["auto", "ring", "nvls", "tree", "direct", "one_shot", "custom"] = "ring"
     protocol: Literal["auto", "ll", "ll128", "simple"] | None = None
     # NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS: the communicator's channels, up to MAXCHANNELS.
     channels: count(1, 64) | None = None
@@ -129,6 +143,8 @@ class CollectiveWorkload(BaseModel):
     reduction_bandwidth: Bandwidth | None = None
     tenant: NodeName | None = None
     host: HostLaunch | None = None
+    # algorithm: custom (vLLM's one-shot or two-shot kernel): its costs.
+    custom: CustomKernel | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> CollectiveWorkload:
@@ -176,6 +192,20 @@ class CollectiveWorkload(BaseModel):
                 ("host",),
                 "'host' launches NCCL kernels: it needs a 'protocol' or 'algorithm: auto'",
             )
+        if (self.algorithm == "custom") != (self.custom is not None):
+            raise LocatedValueError(
+                ("custom",),
+                "'custom' gives the costs of 'algorithm: custom', and only of it",
+            )
+        if self.algorithm == "custom":
+            for k, size in enumerate(self.sizes or self.sweep.sizes()):
+                if size > CUSTOM_MAX_BYTES:
+                    loc = ("sizes", k) if self.sizes is not None else ("sweep", "max")
+                    raise LocatedValueError(
+                        loc,
+                        f"a custom all-reduce takes at most {CUSTOM_MAX_BYTES} bytes (its "
+                        f"buffer), not {size}",
+                    )
         if self.reduction_bandwidth is not None and self.operation == "all_gather":
             raise LocatedValueError(("reduction_bandwidth",), "an all_gather reduces nothing")
         if self.gpus is not None:

@@ -26,7 +26,7 @@ from sitssim.config.catalog import (
     gpu_from_dict,
     model_from_dict,
 )
-from sitssim.config.collective_config import MIN_NCCL_COMPUTE_CAPABILITY
+from sitssim.config.collective_config import MIN_NCCL_COMPUTE_CAPABILITY, CustomKernel
 from sitssim.errors import LocatedValueError
 from sitssim.quantities import (
     MAX_BF16,
@@ -280,7 +280,10 @@ class InferenceWorkload(_Strict):
     frames: FrameOptions = Field(default_factory=FrameOptions)
     mhf: Literal["off", "naive", "strip"] = "off"
     # 'auto': as NCCL runs them (its choice per call: ring or NVLS, protocol, channels).
-    collective: Literal["ring", "tree", "direct", "one_shot", "auto"] = "ring"
+    # 'custom': all-reduces as a serving engine's custom kernel (vLLM's one-shot or two-shot,
+    # with the costs in 'custom'), every other call and any beyond its buffer as 'auto'.
+    collective: Literal["ring", "tree", "direct", "one_shot", "auto", "custom"] = "ring"
+    custom: CustomKernel | None = None
     max_message: Size = 262144
     min_messages: MessagesPerChunk = 1
 
@@ -288,13 +291,19 @@ class InferenceWorkload(_Strict):
     def _consistent(self) -> InferenceWorkload:
         model = _resolve_model(self.model, ("model",))
         gpu = _resolve_gpu(self.gpu, ("gpu",))
-        if self.collective == "auto" and (
+        if (self.collective == "custom") != (self.custom is not None):
+            raise LocatedValueError(
+                ("custom",),
+                "'custom' gives the costs of 'collective: custom', and only of it",
+            )
+        if self.collective in ("auto", "custom") and (
             not isinstance(self.gpu, str)
             or (gpu.compute_capability or 0.0) < MIN_NCCL_COMPUTE_CAPABILITY
         ):
             raise LocatedValueError(
                 ("collective",),
-                f"'auto' runs the collectives as NCCL does, whose tables need a built-in GPU "
+                f"{self.collective!r} runs collectives as NCCL does, whose tables need a "
+                f"built-in GPU "
                 f"of compute capability {MIN_NCCL_COMPUTE_CAPABILITY} or more; "
                 f"'gpu' is {self.gpu!r}",
             )

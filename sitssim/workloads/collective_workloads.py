@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from sitssim.ccl.custom_ar import custom_algorithm, custom_costs
 from sitssim.config.collective_config import CollectiveWorkload, HostLaunch
 from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.workloads.ccl_calls import NcclCalls
@@ -30,6 +31,7 @@ from sitssim.workloads.collectives import (
     ring_all_reduce_lower_bound_ns,
     start_collective,
 )
+from sitssim.workloads.custom_allreduce import CustomAllReduce
 from sitssim.workloads.gpu_names import require_gpu
 from sitssim.workloads.host_launch import enqueued_ns, issue_started_ns
 from sitssim.workloads.section import WorkloadSection
@@ -95,7 +97,9 @@ class _Sequence:
         size = self.plan[self.next]
         repetition = self.next % self.wl.repetitions
         self.next += 1
-        if self.nccl is None:
+        if self.wl.custom is not None:
+            handle = self._custom(size)
+        elif self.nccl is None:
             handle = self._bare(size)
         else:
             handle = self.nccl.run(size, self._finished).start()
@@ -127,6 +131,25 @@ class _Sequence:
     ) -> None:
         """``rank`` finished call ``call - 1``: it starts ``call`` once that is enqueued too."""
         run.release_at(rank, loop_start + enqueued_ns(host, len(self.gpus), call, rank))
+
+    def _custom(self, size: int) -> CollectiveHandle:
+        """A serving engine's custom all-reduce: the kernel vLLM would run for ``size``."""
+        wl = self.wl
+        assert wl.custom is not None
+        algorithm = custom_algorithm(len(self.gpus), size)
+        # The config refuses sizes past the custom kernel's buffer.
+        assert algorithm is not None
+        return CustomAllReduce(
+            self.transport,
+            self.gpus,
+            size,
+            algorithm,
+            custom_costs(wl.custom.kernel, wl.custom.load_bandwidth),
+            self.tenant,
+            self.index,
+            self._finished,
+            wl.max_message_bytes,
+        ).start()
 
     def _bare(self, size: int) -> CollectiveHandle:
         wl = self.wl

@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from sitssim.ccl.custom_ar import custom_algorithm, custom_costs
 from sitssim.config.catalog import ModelConfig
 from sitssim.config.collective_config import ALL_REDUCE_ONLY, OPERATIONS, CollectiveWorkload
 from sitssim.config.inference_config import (
@@ -86,8 +87,11 @@ from sitssim.protocol.token_frames import (
 from sitssim.rng import component_rng
 from sitssim.workloads.ccl_calls import NcclCalls
 from sitssim.workloads.ccl_choice import not_an_nccl_fabric
+from sitssim.workloads.ccl_nvls import CclNvls
+from sitssim.workloads.ccl_ring import CclRing
 from sitssim.workloads.collective_workloads import BARE_PROTOCOL
 from sitssim.workloads.collectives import start_collective
+from sitssim.workloads.custom_allreduce import CustomAllReduce
 from sitssim.workloads.engine import (
     Efficiency,
     EngineConfig,
@@ -209,7 +213,7 @@ class InferenceDriver:
         self.rng = component_rng(section.workloads.seed, "inference", label)
         self.tenant = section.workloads.tenant_index(wl.tenant)
         self.stages = self._stage_gpus(fabric)
-        refusal = not_an_nccl_fabric(fabric) if wl.collective == "auto" else ""
+        refusal = not_an_nccl_fabric(fabric) if wl.collective in ("auto", "custom") else ""
         if refusal:
             raise self._error(("collective",), f"{refusal}: use a bare algorithm")
         self.fabric = fabric
@@ -321,6 +325,26 @@ class InferenceDriver:
         )
         self.span_rows = _TableRows(
             "workload", "step", "stage", "kind", "name", "t_start_ns", "t_end_ns"
+        )
+
+    def custom_call(self, gpus: list[str], operation: str, size: int) -> CustomAllReduce | None:
+        """The serving engine's custom all-reduce for this call (``collective: custom``), or
+        None where the engine hands it to NCCL: not an all-reduce, or past its buffer."""
+        custom = self.wl.custom
+        assert custom is not None
+        algorithm = custom_algorithm(len(gpus), size) if operation == "all_reduce" else None
+        if algorithm is None:
+            return None
+        return CustomAllReduce(
+            self.transport,
+            gpus,
+            size,
+            algorithm,
+            custom_costs(custom.kernel, custom.load_bandwidth),
+            self.tenant,
+            self.index,
+            None,
+            self.wl.max_message,
         )
 
     def nccl_calls(self, stage: int, operation: str) -> NcclCalls:
@@ -877,11 +901,18 @@ class _StepRun:
         start = d.env.now
         gpus = d.stages[op.stage]
         algorithm = d.wl.collective
+        run: CclRing | CclNvls | CustomAllReduce | None = None
+        if algorithm == "custom":
+            run = d.custom_call(gpus, op.kind, op.size)
+            algorithm = "custom" if run is not None else "auto"
         if op.kind != "all_reduce" and algorithm in ALL_REDUCE_ONLY:
             algorithm = "ring"
-        run = d.nccl_calls(op.stage, op.kind).run(op.size, None) if algorithm == "auto" else None
+        if algorithm == "auto":
+            run = d.nccl_calls(op.stage, op.kind).run(op.size, None)
         protocol, channels = BARE_PROTOCOL, 0
-        if run is not None:
+        if isinstance(run, CustomAllReduce):
+            algorithm, protocol, channels = run.handle.algorithm, "custom", 0
+        elif run is not None:
             algorithm, protocol, channels = (
                 run.handle.algorithm,
                 run.call.protocol,

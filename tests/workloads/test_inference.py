@@ -465,3 +465,45 @@ def test_auto_needs_an_nvswitch_node_and_a_gpu_nccl_tunes_for() -> None:
     }
     with pytest.raises(InputError, match=r"collective.*built-in GPU"):
         scenario_from_data(custom)
+
+
+def tp8_custom(kernel: str) -> dict[str, Any]:
+    data = tp8_with("custom")
+    data["workloads"][0]["custom"] = {"kernel": kernel, "load_bandwidth": "73GB/s"}
+    return data
+
+
+def test_a_serving_engine_s_kernel_runs_the_decode_all_reduces_and_nccl_the_rest() -> None:
+    result = run(tp8_custom("5us"))
+    colls = result.tables["inference_collectives"]
+    steps = result.tables["inference_steps"]
+    decode = colls[colls["step"].isin(steps.loc[steps["phase"] == "decode", "step"])]
+    reduces = decode[decode["operation"] == "all_reduce"]
+    # 8 KiB on 8 GPUs: vLLM's one-shot kernel; the logits' all-gather goes to NCCL.
+    assert set(reduces["algorithm"]) == {"custom_one_shot"}
+    assert set(reduces["protocol"]) == {"custom"}
+    gathers = colls[colls["operation"] == "all_gather"]
+    assert len(gathers) and set(gathers["protocol"]) <= {"ll", "ll128", "simple"}
+    # Each one-shot call is its fixed cost, two barriers and a read: above the cost, and
+    # well below NCCL's LL ring of the same size.
+    duration = reduces["t_end_ns"] - reduces["t_start_ns"]
+    assert (duration > 5000.0).all() and (duration < 8000.0).all()
+
+
+def test_the_custom_kernel_s_fixed_cost_is_paid_by_every_decode_all_reduce() -> None:
+    tpot = {}
+    for kernel in ("4us", "6us"):
+        result = run(tp8_custom(kernel))
+        tpot[kernel] = result.metrics["inference"]["engine"]["decode_time_per_token_ns"]
+    # 64 all-reduces per token, each 2 us dearer: 128 us more per output token.
+    assert tpot["6us"] - tpot["4us"] == pytest.approx(128_000.0, rel=0.02)
+
+
+def test_custom_needs_its_costs_and_only_with_it() -> None:
+    data = tp8_with("custom")
+    with pytest.raises(InputError, match=r"custom.*'collective: custom'"):
+        scenario_from_data(data)
+    data = tp8_with("auto")
+    data["workloads"][0]["custom"] = {"kernel": "5us", "load_bandwidth": "73GB/s"}
+    with pytest.raises(InputError, match=r"custom.*'collective: custom'"):
+        scenario_from_data(data)
