@@ -226,6 +226,17 @@ faster; the source's drop is most plausibly the baseline's non-kernel overheads 
 (warm-up, a compiled or fused engine), which is not an optimisation the model represents.
 """
 
+TENSOR_PARALLEL = """\
+## Beyond one A100: tensor parallelism over the fabric
+
+Everything above is one GPU, so no fabric enters it. `notebooks/tp_degree_study.ipynb`
+splits the same model over 2, 4 and 8 A100s of an HGX A100 board (and of an HGX H100 one),
+with every all-reduce run as NCCL runs it over the simulated NVSwitch fabric: at batch 1 the
+communication share of TPOT grows from about a seventh at TP = 2 to about half at TP = 8 on
+A100, because each 8 KiB all-reduce costs NCCL's kernel and handshakes (about 20 us at
+TP = 8) whatever the GPU count divides.
+"""
+
 
 def build() -> nbformat.NotebookNode:
     return python_notebook(
@@ -242,6 +253,7 @@ def build() -> nbformat.NotebookNode:
             new_code_cell(OVERHEAD),
             new_code_cell(TTFT),
             new_markdown_cell(DIFFERENCES),
+            new_markdown_cell(TENSOR_PARALLEL),
         ]
     )
 

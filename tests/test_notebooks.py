@@ -54,7 +54,7 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # Study notebooks whose last cell asserts the study's findings on what it computed.
-STUDIES = ["load_latency", "channel_loss", "ber_latency", "gpu_count"]
+STUDIES = ["load_latency", "channel_loss", "ber_latency", "gpu_count", "tp_degree"]
 CHECKED = {
     "tenants_study.ipynb",
     "calibration_allreduce.ipynb",
