@@ -7,7 +7,9 @@ For any buffer size, rank count, operation, protocol, channel count and message 
 * an all-reduce never beats the analytic lower bound of a ring on its fabric;
 * the wire carries at least the data of every step at the protocol's efficiency;
 * an NVLS all-reduce through switches that multicast and reduce does the same, its GPUs
-  sending exactly the buffer and their heads' share of it up, and getting as much down.
+  sending exactly the buffer and their heads' share of it up, and getting as much down;
+* a serving engine's custom all-reduce (vLLM's one-shot or two-shot kernel) ends the same
+  way, in the messages it counts, never faster than its GPUs' links take in what it reads.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from idle_fabrics import idle_transport
 
+from sitssim.ccl.custom_ar import ONE_SHOT, custom_algorithm, custom_costs
 from sitssim.ccl.endpoint import nccl_endpoint_costs
 from sitssim.ccl.protocols import PROTOCOLS
 from sitssim.ccl.tuning import ring_steps
@@ -28,6 +31,7 @@ from sitssim.fabric.transport import Transport
 from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclCall, CclRing
 from sitssim.workloads.collectives import ring_all_reduce_lower_bound_ns
+from sitssim.workloads.custom_allreduce import CustomAllReduce, custom_messages
 
 
 def idle(n: int, links: int) -> tuple[Fabric, Transport]:
@@ -118,3 +122,43 @@ def test_an_nvls_all_reduce_sums_every_contribution_through_the_switches(case: t
     data = n * size + size
     assert up == down
     assert data * 144 / 128 <= up < data * 144 / 128 + 16 * len(handle.messages)
+
+
+custom_cases = st.tuples(
+    st.integers(2, 8),
+    st.integers(4, 18),
+    # Log-uniform from 1 byte to vLLM's 8 MiB buffer: both kernels, slices of 0 to n bytes.
+    st.integers(0, 22).flatmap(lambda e: st.integers(1 << e, (2 << e) - 1)),
+    st.sampled_from([4096, 65536, 1 << 20]),
+)
+
+
+@given(custom_cases)
+def test_a_custom_all_reduce_sums_every_contribution_and_never_beats_the_bound(
+    case: tuple,
+) -> None:
+    n, links, size, max_message = case
+    fabric, transport = idle(n, links)
+    algorithm = custom_algorithm(n, size)
+    assert algorithm is not None
+    done: list[float] = []
+    handle = CustomAllReduce(
+        transport,
+        fabric.gpus,
+        size,
+        algorithm,
+        custom_costs(kernel_ns=0.0, load_bytes_per_ns=math.inf),
+        0,
+        0,
+        done.append,
+        max_message,
+    ).start()
+    transport.run()
+    assert done == [handle.end_ns]
+    assert handle.result_complete()
+    assert len(handle.messages) == custom_messages(n, size, max_message)
+    # Every GPU takes in (n - 1) buffers (one-shot) or 2 (n - 1) / n of one (two-shot); its
+    # links cannot carry that faster than their rate.
+    read = (n - 1) * size if algorithm == ONE_SHOT else 2 * (size - size // n)
+    per_gpu = sum(c.bytes_per_ns for c in fabric.channels if c.dst == fabric.gpus[0])
+    assert handle.duration_ns >= read / per_gpu
