@@ -59,7 +59,7 @@ from sitssim.units import UnitError, parse_size_bytes
 from sitssim.workloads.ccl_choice import CallChooser
 from sitssim.workloads.ccl_nvls import nvls_messages
 from sitssim.workloads.ccl_ring import ring_messages
-from sitssim.workloads.collectives import binary_tree, chunk_sizes
+from sitssim.workloads.collectives import binary_tree, chunk_sizes, messages_per_send
 from sitssim.workloads.custom_allreduce import custom_messages
 from sitssim.workloads.peer_copies import ENGINE_WRITES, workload_pairs
 from sitssim.workloads.synthetic import (
@@ -182,11 +182,6 @@ def _probes(scenario: Scenario, fabric: Fabric, i: int, wl: ProbeWorkload) -> Wo
     return WorkloadEstimate(2.0 * len(targets) * span / wl.interval, ("duration",))
 
 
-def _messages_per_send(nbytes: int, max_message: int, min_messages: int) -> int:
-    """As the collective driver splits one chunk send (``CollectiveRun._pieces``)."""
-    return max(1, -(-nbytes // max_message), min(min_messages, nbytes))
-
-
 def collective_messages(
     operation: str, algorithm: str, n: int, size: int, max_message: int, min_messages: int
 ) -> float:
@@ -194,14 +189,14 @@ def collective_messages(
     if n < 2:
         return 0.0
     chunk = max(1, size // n)
-    per_chunk = _messages_per_send(chunk, max_message, min_messages)
+    per_chunk = messages_per_send(chunk, max_message, min_messages)
     if algorithm == "one_shot":
-        return n * (n - 1) * _messages_per_send(size, max_message, min_messages)
+        return n * (n - 1) * messages_per_send(size, max_message, min_messages)
     if algorithm == "tree":
         edges = sum(1 for p in binary_tree(n) if p >= 0)
         halves = ((size + 1) // 2, size // 2)
         segments = sum(
-            len(chunk_sizes(h, _messages_per_send(h, max_message, min_messages)))
+            len(chunk_sizes(h, messages_per_send(h, max_message, min_messages)))
             for h in halves
             if h
         )
@@ -310,7 +305,7 @@ def _p2p(scenario: Scenario, fabric: Fabric, i: int, wl: P2pWorkload) -> Workloa
     writes = ENGINE_WRITES[wl.engine]
     messages = 0.0
     for run in wl.runs:
-        per_copy = max(1, -(-writes.wire_bytes(run.bytes) // wl.max_message_bytes))
+        per_copy = messages_per_send(writes.wire_bytes(run.bytes), wl.max_message_bytes)
         streams = 2 if run.direction == "both" else 1
         messages += pairs * streams * run.copies * per_copy
     return WorkloadEstimate(messages, ("workloads", i, "runs"))

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from sitssim.ccl.endpoint import NS_PER_US, EndpointCosts
 from sitssim.ccl.tuning import HW_LATENCY_US
+from sitssim.config.collective_config import CUSTOM_MAX_BYTES
 
 ONE_SHOT = "custom_one_shot"
 TWO_SHOT = "custom_two_shot"
 CUSTOM_ALGORITHMS = (ONE_SHOT, TWO_SHOT)
-
-MAX_BYTES = 8 * 1024 * 1024
-"""vLLM's custom all-reduce buffer (``max_size``): larger calls go to NCCL."""
 
 _ONE_SHOT_BELOW = ((4, 512 * 1024), (8, 256 * 1024))
 """(up to this many GPUs, one-shot below this many bytes), in vLLM's order."""
@@ -37,7 +35,7 @@ def custom_algorithm(n_ranks: int, n_bytes: int) -> str | None:
     GPUs, or None where it hands the call to NCCL."""
     if n_ranks < 2 or n_bytes < 1:
         raise ValueError(f"need n_ranks >= 2 and n_bytes >= 1, got {n_ranks}, {n_bytes}")
-    if n_bytes > MAX_BYTES:
+    if n_bytes > CUSTOM_MAX_BYTES:
         return None
     if n_ranks == 2:
         return ONE_SHOT

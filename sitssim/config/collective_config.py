@@ -98,7 +98,8 @@ class HostLaunch(BaseModel):
 
 
 CUSTOM_MAX_BYTES = 8 * 1024 * 1024
-"""vLLM's custom all-reduce buffer (``sitssim.ccl.custom_ar.MAX_BYTES``)."""
+"""vLLM's custom all-reduce buffer (``max_size``): larger calls go to NCCL
+(``sitssim.ccl.custom_ar``)."""
 
 
 class CustomKernel(BaseModel):

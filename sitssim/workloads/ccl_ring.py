@@ -266,7 +266,7 @@ class CclRing(CollectiveRun):
             self._landed(target, unit, chunk_id, mask, 0, reduce)
             return
         wire = piece_wire_bytes(self.protocol, self.call.writes, nbytes)
-        messages = chunk_sizes(wire, -(-wire // self.max_message))
+        messages = chunk_sizes(wire, self._pieces(wire))
         left = [len(messages)]
 
         def arrived(_msg: int) -> None:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sitssim.ccl.custom_ar import custom_algorithm, custom_costs
 from sitssim.config.collective_config import CollectiveWorkload, HostLaunch
 from sitssim.config.switch_capabilities import SwitchCapabilities
 from sitssim.workloads.ccl_calls import NcclCalls
@@ -31,7 +30,7 @@ from sitssim.workloads.collectives import (
     ring_all_reduce_lower_bound_ns,
     start_collective,
 )
-from sitssim.workloads.custom_allreduce import CustomAllReduce
+from sitssim.workloads.custom_allreduce import custom_run
 from sitssim.workloads.gpu_names import require_gpu
 from sitssim.workloads.host_launch import enqueued_ns, issue_started_ns
 from sitssim.workloads.section import WorkloadSection
@@ -136,20 +135,19 @@ class _Sequence:
         """A serving engine's custom all-reduce: the kernel vLLM would run for ``size``."""
         wl = self.wl
         assert wl.custom is not None
-        algorithm = custom_algorithm(len(self.gpus), size)
-        # The config refuses sizes past the custom kernel's buffer.
-        assert algorithm is not None
-        return CustomAllReduce(
+        run = custom_run(
             self.transport,
             self.gpus,
             size,
-            algorithm,
-            custom_costs(wl.custom.kernel, wl.custom.load_bandwidth),
+            wl.custom,
             self.tenant,
             self.index,
             self._finished,
             wl.max_message_bytes,
-        ).start()
+        )
+        # The config refuses sizes past the custom kernel's buffer.
+        assert run is not None
+        return run.start()
 
     def _bare(self, size: int) -> CollectiveHandle:
         wl = self.wl

@@ -78,6 +78,12 @@ def bus_factor(operation: str, n_ranks: int) -> float:
     return (n_ranks - 1) / n_ranks
 
 
+def messages_per_send(nbytes: int, max_message_bytes: int, min_messages: int = 1) -> int:
+    """Messages one send of ``nbytes`` is split into: none above the cap, at least
+    ``min_messages`` if bytes allow, and one even for an empty send."""
+    return max(1, -(-nbytes // max_message_bytes), min(min_messages, nbytes))
+
+
 def chunk_sizes(size: int, n: int) -> list[int]:
     """S bytes cut into n slices that differ by at most one byte (the first ones larger)."""
     base, extra = divmod(size, n)
@@ -252,7 +258,7 @@ class CollectiveRun:
 
     def _pieces(self, nbytes: int) -> int:
         """Messages for ``nbytes``: none above the cap, at least ``min_messages`` if bytes allow."""
-        return max(1, -(-nbytes // self.max_message), min(self.min_messages, nbytes))
+        return messages_per_send(nbytes, self.max_message, self.min_messages)
 
     def _send(
         self,

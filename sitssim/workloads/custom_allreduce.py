@@ -32,12 +32,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sitssim.ccl.custom_ar import CUSTOM_ALGORITHMS, ONE_SHOT, TWO_SHOT, custom_algorithm
+from sitssim.ccl.custom_ar import (
+    CUSTOM_ALGORITHMS,
+    ONE_SHOT,
+    TWO_SHOT,
+    custom_algorithm,
+    custom_costs,
+)
 from sitssim.ccl.endpoint import EndpointCosts
 from sitssim.ccl.write_packets import SM_WRITES, WritePackets
-from sitssim.workloads.collectives import CollectiveHandle, CollectiveRun, chunk_sizes
+from sitssim.workloads.collectives import (
+    CollectiveHandle,
+    CollectiveRun,
+    chunk_sizes,
+    messages_per_send,
+)
 
 if TYPE_CHECKING:
+    from sitssim.config.collective_config import CustomKernel
     from sitssim.fabric.transport import Transport
 
 FLAG_BYTES = 16
@@ -52,13 +64,41 @@ def custom_messages(
     pairs = n_ranks * (n_ranks - 1)
 
     def data(nbytes: int) -> int:
-        return max(1, -(-writes.wire_bytes(nbytes) // max_message_bytes))
+        return messages_per_send(writes.wire_bytes(nbytes), max_message_bytes)
 
     if custom_algorithm(n_ranks, n_bytes) == ONE_SHOT:
         return 2 * pairs + pairs + pairs * data(n_bytes)
     # Each shot reads every slice from the n - 1 GPUs that do not reduce it, or hold it.
     shots = 2 * (n_ranks - 1) * sum(data(s) for s in chunk_sizes(n_bytes, n_ranks))
     return 3 * pairs + 2 * pairs + shots
+
+
+def custom_run(
+    transport: Transport,
+    gpus: list[str],
+    size_bytes: int,
+    kernel: CustomKernel,
+    tenant: int,
+    workload: int,
+    on_done: Callable[[float], None] | None,
+    max_message_bytes: int,
+) -> CustomAllReduce | None:
+    """The custom all-reduce vLLM would run for ``size_bytes`` with ``kernel``'s costs, set
+    up but not started; None where vLLM hands the call to NCCL (past its buffer)."""
+    algorithm = custom_algorithm(len(gpus), size_bytes)
+    if algorithm is None:
+        return None
+    return CustomAllReduce(
+        transport,
+        gpus,
+        size_bytes,
+        algorithm,
+        custom_costs(kernel.kernel, kernel.load_bandwidth),
+        tenant,
+        workload,
+        on_done,
+        max_message_bytes,
+    )
 
 
 class CustomAllReduce(CollectiveRun):
@@ -175,7 +215,7 @@ class CustomAllReduce(CollectiveRun):
         mask = h.contributions[peer][chunk]
         nbytes = self._slice_bytes[chunk]
         wire = self.writes.wire_bytes(nbytes)
-        count = max(1, -(-wire // self.max_message))
+        count = self._pieces(wire)
         left = [count]
         for size, payload in zip(chunk_sizes(wire, count), chunk_sizes(nbytes, count), strict=True):
             self._message(

@@ -59,7 +59,6 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from sitssim.ccl.custom_ar import custom_algorithm, custom_costs
 from sitssim.config.catalog import ModelConfig
 from sitssim.config.collective_config import ALL_REDUCE_ONLY, OPERATIONS, CollectiveWorkload
 from sitssim.config.inference_config import (
@@ -91,7 +90,7 @@ from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclRing
 from sitssim.workloads.collective_workloads import BARE_PROTOCOL
 from sitssim.workloads.collectives import start_collective
-from sitssim.workloads.custom_allreduce import CustomAllReduce
+from sitssim.workloads.custom_allreduce import CustomAllReduce, custom_run
 from sitssim.workloads.engine import (
     Efficiency,
     EngineConfig,
@@ -332,19 +331,10 @@ class InferenceDriver:
         None where the engine hands it to NCCL: not an all-reduce, or past its buffer."""
         custom = self.wl.custom
         assert custom is not None
-        algorithm = custom_algorithm(len(gpus), size) if operation == "all_reduce" else None
-        if algorithm is None:
+        if operation != "all_reduce":
             return None
-        return CustomAllReduce(
-            self.transport,
-            gpus,
-            size,
-            algorithm,
-            custom_costs(custom.kernel, custom.load_bandwidth),
-            self.tenant,
-            self.index,
-            None,
-            self.wl.max_message,
+        return custom_run(
+            self.transport, gpus, size, custom, self.tenant, self.index, None, self.wl.max_message
         )
 
     def nccl_calls(self, stage: int, operation: str) -> NcclCalls:
@@ -910,14 +900,9 @@ class _StepRun:
         if algorithm == "auto":
             run = d.nccl_calls(op.stage, op.kind).run(op.size, None)
         protocol, channels = BARE_PROTOCOL, 0
-        if isinstance(run, CustomAllReduce):
-            algorithm, protocol, channels = run.handle.algorithm, "custom", 0
-        elif run is not None:
-            algorithm, protocol, channels = (
-                run.handle.algorithm,
-                run.call.protocol,
-                run.call.channels,
-            )
+        if run is not None:
+            h = run.handle
+            algorithm, protocol, channels = h.algorithm, h.protocol or BARE_PROTOCOL, h.channels
         label = f"L{op.layer} {op.name}" if op.layer >= 0 else op.name
 
         def done(end_ns: float) -> None:

@@ -34,7 +34,7 @@ import pandas as pd
 from sitssim.ccl.write_packets import CE_WRITES, SM_WRITES, WritePackets
 from sitssim.config.p2p_config import CopyRun, P2pWorkload
 from sitssim.fabric.messages import KIND_PEER_COPY
-from sitssim.workloads.collectives import chunk_sizes
+from sitssim.workloads.collectives import chunk_sizes, messages_per_send
 from sitssim.workloads.gpu_names import require_gpu
 from sitssim.workloads.section import WorkloadSection
 
@@ -101,7 +101,7 @@ class _Stream:
         env.timeout(self.wl.copy_cost).callbacks.append(lambda _ev: self._write())
 
     def _write(self) -> None:
-        count = -(-self.wire // self.wl.max_message_bytes)
+        count = messages_per_send(self.wire, self.wl.max_message_bytes)
         pending = [count]
 
         def landed(_msg: int) -> None:
