@@ -49,6 +49,7 @@ import pandas as pd
 
 from sitssim.config.catalog import A100_80GB, LLAMA3_8B, LLAMA32_1B, format_bytes
 from sitssim.workloads.engine import (
+    KERNELS,
     EngineConfig,
     EngineModel,
     HeadScoreDistribution,
@@ -163,6 +164,13 @@ for kernels_per_layer in (15, 25):
     launches = kernels_per_layer * LLAMA3_8B.n_layers
     print(f"{kernels_per_layer} kernels/layer: {gap_s / launches * 1e6:.1f} us of overhead "
           f"per kernel would close the gap of {gap_s * 1e3:.1f} ms per token")
+# The inference driver's own count (sitssim.workloads.kernel_launch): the kernels whose
+# traffic the engine counts, as fused engines launch them.
+launches = (KERNELS["attention"] + KERNELS["mlp"]) * LLAMA3_8B.n_layers + KERNELS["lm_head"]
+host_bound_enqueue_us = tpot_source / launches * 1e6
+print(f"the driver's {launches} kernels per token: eager launches of "
+      f"{host_bound_enqueue_us:.1f} us each would make the host take the source's "
+      f"{tpot_source * 1e3:.1f} ms per token")
 step = result_off.decode_steps[0].passes[-1]
 bounds = {segment.bound for layer in step.layers for segment in (layer.attention, layer.mlp)}
 print(f"modelled baseline decode step: {step.time_s * 1e3:.2f} ms, {sorted(bounds)}-bound segments")
@@ -198,8 +206,13 @@ source does not say which of them it measured.
 **Baseline decode rate (model well above 38.1 tok/s).** Batch-1 decode is bound by reading
 the weights once per token (16 GB at 80 % of 2039 GB/s ≈ 10 ms). HF eager adds a kernel
 launch and Python overhead for every operator of every layer; the cell above shows the
-per-kernel overhead (tens of µs) that would close the gap. sitssim's compute model has no
-launch overheads, so it predicts what the hardware allows, not what eager PyTorch reaches.
+per-kernel overhead (tens of µs) that would close the gap. The engine model used here is
+the roofline alone, so it predicts what the hardware allows, not what eager PyTorch
+reaches. sitssim's inference driver adds kernel launches on top (`engine.launch`): decode
+replayed as a CUDA graph by default, or launched eagerly at `enqueue` per kernel, whose
+default (3 µs) is the CUDA driver's cost without a Python framework around it. The cell
+above gives the `enqueue` at which an eager decode step of the driver's kernels would be
+host-bound at the source's rate.
 
 **Baseline memory (model ≈ 16.4 GB, source 18.4 GB).** The model counts weights, KV cache
 and the peak transient of the largest pass. PyTorch's caching allocator reserves more than
@@ -217,7 +230,8 @@ does not add). Decode, bound by weight reads, speeds up by about that ratio, and
 decoding multiplies the tokens per target pass by the measured expected count while adding the
 draft's passes. Sparse attention removes part of the attention-core FLOPs, which at a 1-2 k
 context are a small share of a step dominated by weight reads. The model's optimised rate is
-above the source's for the same reason its baseline is: no launch overheads.
+above the source's for the same reason its baseline is: no launch overheads in the engine
+model.
 
 **Optimised TTFT (model above its own baseline, source 3× below its baseline).** Prefill is
 compute-bound, FP8 storage does not speed it up on an A100, and speculation adds the draft's
@@ -234,7 +248,8 @@ splits the same model over 2, 4 and 8 A100s of an HGX A100 board (and of an HGX 
 with every all-reduce run as NCCL runs it over the simulated NVSwitch fabric: at batch 1 the
 communication share of TPOT grows from about a seventh at TP = 2 to about half at TP = 8 on
 A100, because each 8 KiB all-reduce costs NCCL's kernel and handshakes (about 20 us at
-TP = 8) whatever the GPU count divides.
+TP = 8) whatever the GPU count divides. Its decode steps are replayed as CUDA graphs, each
+paying a graph launch and a GPU gap before every kernel.
 """
 
 

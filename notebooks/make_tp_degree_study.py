@@ -30,11 +30,12 @@ comes from the engine model (a roofline per segment on the GPU's datasheet figur
 over the TP group), and each of its two all-reduces (8 KiB per token while decoding) runs
 as NCCL runs it over the simulated fabric: NCCL's own choice of algorithm, protocol and
 channels, with the kernel's and the handshakes' endpoint costs. The next layer waits for
-the all-reduce, and the calls start as the layer before ends, as in a decode step captured
-in a CUDA graph (the graph's own cost is not modelled).
+the all-reduce. Each decode step is replayed as a CUDA graph, as serving engines run it
+(`engine.launch`): one graph launch per step and a GPU gap before each of its kernels.
 
-What each run measured: the decode time per output token (TPOT) and the share of it the
-collectives took (`fabric_share_of_decode`: collective time over decode time). The last
+What each run measured: the decode time per output token (TPOT), the share of it the
+collectives took (`fabric_share_of_decode`: collective time over decode time) and the share
+the GPUs waited on the graph's launch and gaps (`launch_share_of_decode`). The last
 section replaces NCCL by a serving engine's custom all-reduce (vLLM's one-shot kernel at
 this size) with the costs `scenarios/custom_allreduce_h100.yaml` fits on SGLang's H100
 table.
@@ -48,13 +49,16 @@ table = summary.assign(
     board=summary["workloads.0.gpu"],
     tpot_ms=summary[M + "decode_time_per_token_ns.mean"] / 1e6,
     fabric_share=summary[M + "fabric_share_of_decode.mean"],
+    launch_share=summary[M + "launch_share_of_decode.mean"],
     all_reduces_per_token=summary[M + "all_reduces_per_decode_token.mean"],
 )
-table["compute_ms"] = table["tpot_ms"] * (1 - table["fabric_share"])
 table["fabric_ms"] = table["tpot_ms"] * table["fabric_share"]
+table["launch_ms"] = table["tpot_ms"] * table["launch_share"]
+table["compute_ms"] = table["tpot_ms"] - table["fabric_ms"] - table["launch_ms"]
 table["us_per_all_reduce"] = (1e3 * table["fabric_ms"] / table["all_reduces_per_token"]
                               .where(table["all_reduces_per_token"] > 0))
-shown = ["board", TP, "tpot_ms", "compute_ms", "fabric_ms", "fabric_share", "us_per_all_reduce"]
+shown = ["board", TP, "tpot_ms", "compute_ms", "fabric_ms", "launch_ms", "fabric_share",
+         "us_per_all_reduce"]
 table[shown].round(3)
 """
 
@@ -109,15 +113,18 @@ DISCUSSION = """\
 n-th of the weights per token), but every layer adds two all-reduces whose cost does not
 shrink with n: at 8 KiB NCCL runs a one-channel LL ring, whose time is its kernel's fixed
 cost and 2(n - 1) handshakes, so it grows with n. On H100 the communication share climbs
-from a fifth of TPOT at TP = 2 to about two thirds at TP = 8, where TPOT falls only from
-2.4 ms (TP = 4) to 2.0 ms. The A100 computes more slowly (2.0 against 3.35 TB/s of HBM), so
+from a fifth of TPOT at TP = 2 to more than half at TP = 8, where TPOT falls only by a
+seventh from TP = 4. The graph's launch and gaps cost the same on both boards (about a
+quarter of a millisecond per token, a tenth of TPOT at TP = 8): they count kernels, not
+bytes. The A100 computes more slowly (2.0 against 3.35 TB/s of HBM), so
 its share is lower at each degree and its gain from TP larger. The all-reduce time per
 call is about the same on both boards: at this size it is endpoint cost, not bandwidth.
 
 **A serving engine's kernel.** vLLM's one-shot all-reduce (two barriers and one read of every
 peer's buffer) takes about half of NCCL's LL ring at TP = 8 with the fitted costs, which are
-an eager call's (the host's launch included): in a CUDA graph it would be cheaper still, by
-an amount no table here measures. This is why serving engines bypass NCCL for decode.
+an eager call's (the host's launch included): inside this run's CUDA graph it pays the
+graph's gap as well, so it is counted a little dear, by an amount no table here measures.
+This is why serving engines bypass NCCL for decode.
 """
 
 CHECKS = """\
@@ -132,6 +139,12 @@ for board in ("H100-SXM", "A100-80GB"):
     assert part["compute_ms"].is_monotonic_decreasing
     assert part["fabric_share"].is_monotonic_increasing
     assert part["tpot_ms"].is_monotonic_decreasing
+    # A graph's launch and gaps count kernels, not bytes: a TP group adds its collectives'
+    # kernels, and every degree above 1 launches the same ones.
+    assert 0 < part.loc[1, "launch_ms"] < part.loc[2, "launch_ms"]
+    assert part.loc[part.index > 1, "launch_ms"].std() < 1e-3 * part.loc[2, "launch_ms"]
+launch = by["launch_ms"].unstack("board")
+assert ((launch["H100-SXM"] - launch["A100-80GB"]).abs() < 1e-3 * launch["H100-SXM"]).all()
 # H100 computes faster, so communication is a larger share of its TPOT at TP = 8.
 assert by.loc[("H100-SXM", 8), "fabric_share"] > by.loc[("A100-80GB", 8), "fabric_share"]
 # vLLM's kernel runs the decode all-reduces and takes less of the token than NCCL's ring.

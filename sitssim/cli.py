@@ -209,6 +209,12 @@ def _headline(metrics: dict) -> Table:
         us = [None if v is None else v / 1e3 for v in (ttft, tpot)]
         rows.append((f"{name}: TTFT / TPOT p50 (µs)", f"{_fmt(us[0])} / {_fmt(us[1])}"))
         rows.append((f"{name}: fabric share of decode", _fmt(wl["fabric_share_of_decode"])))
+        rows.append(
+            (
+                f"{name}: launch share of decode ({wl['launch']['decode']})",
+                _fmt(wl["launch_share_of_decode"]),
+            )
+        )
     for row in rows:
         table.add_row(*row)
     return table

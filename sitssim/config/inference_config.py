@@ -34,6 +34,7 @@ from sitssim.quantities import (
     MAX_TOKENS,
     Interval,
     Items,
+    PositiveTime,
     Size,
     Time,
     Tokens,
@@ -241,6 +242,24 @@ class SpeculationOptions(_Strict):
         return _resolve_model(self.draft, ("draft",))
 
 
+LaunchMode = Literal["graph", "eager", "ideal"]
+
+
+class LaunchOptions(_Strict):
+    """How the host launches a step's kernels (``sitssim.workloads.kernel_launch``): decode
+    steps replayed as CUDA graphs and prefill launched eagerly, as serving engines do.
+
+    ``enqueue`` is the host's time to launch one kernel, ``graph`` its time to launch a
+    step's graph, ``gap`` the GPU's time between one kernel's end and the next one's start.
+    """
+
+    decode: LaunchMode = "graph"
+    prefill: LaunchMode = "eager"
+    enqueue: PositiveTime = 3000.0
+    graph: Time = 15000.0
+    gap: Time = 580.0
+
+
 class EngineOptions(_Strict):
     weight_format: WeightFormat = "bf16"
     kv_format: WeightFormat = "bf16"
@@ -251,6 +270,7 @@ class EngineOptions(_Strict):
     sparsity: SparsityOptions | None = None
     kv_compression: KvCompressionOptions | None = None
     speculation: SpeculationOptions | None = None
+    launch: LaunchOptions = Field(default_factory=LaunchOptions)
 
 
 class FrameOptions(_Strict):

@@ -38,6 +38,7 @@ def ttft_tpot(requests: pd.DataFrame, steps: pd.DataFrame, title: str, path: Pat
             "compute": decode["compute_ns"].to_numpy(),
             "collectives (fabric)": decode["collective_ns"].to_numpy(),
             "pipeline transfers (fabric)": decode["transfer_ns"].to_numpy(),
+            "kernel launches": decode["launch_ns"].to_numpy(),
         }
         bottom = np.zeros(len(decode))
         for label, values in parts.items():

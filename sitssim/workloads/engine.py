@@ -74,6 +74,11 @@ class Efficiency:
                 raise ValueError(f"efficiency {name!r} must be in (0, 1], got {value!r}")
 
 
+KERNELS = {"attention": 5, "mlp": 5, "lm_head": 2}
+"""Kernels a segment launches: the five whose traffic the attention and MLP blocks count
+(below), and the output head's GEMM and the sampler (``sitssim.workloads.kernel_launch``)."""
+
+
 @dataclass(frozen=True)
 class Segment:
     """One compute segment between collectives. FLOPs and bytes are summed over GPUs."""
@@ -83,6 +88,10 @@ class Segment:
     bytes: float
     compute_s: float
     memory_s: float
+
+    @property
+    def kernels(self) -> int:
+        return KERNELS[self.name]
 
     @property
     def time_s(self) -> float:

@@ -113,6 +113,7 @@ from sitssim.workloads.fp8 import (
     synthesise_activations,
 )
 from sitssim.workloads.gpu_names import require_gpu
+from sitssim.workloads.kernel_launch import LAUNCHES, KernelStream, LaunchCosts
 from sitssim.workloads.mhf import derive_layout, prepend_marker
 from sitssim.workloads.section import WorkloadSection
 from sitssim.workloads.traces import RequestSet, synthetic_requests, trace_requests
@@ -164,6 +165,7 @@ class _Op:
     name: str = ""
     layer: int = -1
     size: int = 0
+    kernels: int = 1
 
 
 class _TableRows:
@@ -230,6 +232,9 @@ class InferenceDriver:
             else None
         )
         self.layer_ranges = split_layers(self.model.n_layers, len(self.stages))
+        launch = wl.engine.launch
+        self.launch_costs = LaunchCosts.from_options(launch)
+        self.launches = {"prefill": LAUNCHES[launch.prefill], "decode": LAUNCHES[launch.decode]}
         self.vocab = self.model.vocab
 
         requests = self._requests()
@@ -304,6 +309,7 @@ class InferenceDriver:
             "compute_ns",
             "collective_ns",
             "transfer_ns",
+            "launch_ns",
             "all_reduces",
             "all_reduce_bytes",
         )
@@ -624,14 +630,21 @@ class InferenceDriver:
                     continue
                 for seg in (lp.attention, lp.mlp):
                     if seg.time_s > 0:
-                        ops.append(_Op("compute", s, seg.time_s * 1e9, seg.name, layer))
+                        ops.append(
+                            _Op(
+                                "compute", s, seg.time_s * 1e9, seg.name, layer, kernels=seg.kernels
+                            )
+                        )
                     size = ar.get((layer, seg.name))
                     if size:
                         ops.append(_Op("all_reduce", s, name=seg.name, layer=layer, size=size))
             if s < len(ranges) - 1:
                 size = fp.batch * fp.new_tokens * self.model.hidden * ACTIVATION_BYTES
                 ops.append(_Op("send", s, size=size))
-        ops.append(_Op("compute", len(ranges) - 1, fp.lm_head.time_s * 1e9, "lm_head"))
+        head = fp.lm_head
+        ops.append(
+            _Op("compute", len(ranges) - 1, head.time_s * 1e9, head.name, kernels=head.kernels)
+        )
         for c in fp.collectives:
             if c.kind == "all_gather":
                 ops.append(_Op("all_gather", len(ranges) - 1, name=c.after, size=c.bytes))
@@ -736,6 +749,7 @@ class InferenceDriver:
             compute_ns=run.compute_ns,
             collective_ns=run.collective_ns,
             transfer_ns=run.transfer_ns,
+            launch_ns=run.launch_ns,
             all_reduces=run.all_reduces,
             all_reduce_bytes=run.all_reduce_bytes,
         )
@@ -847,6 +861,9 @@ class _StepRun:
         self.compute_ns = 0.0
         self.collective_ns = 0.0
         self.transfer_ns = 0.0
+        self.launch_ns = 0.0
+        self._launch = driver.launches[phase]
+        self._streams: dict[int, KernelStream] = {}
         self.all_reduces = 0
         self.all_reduce_bytes = 0
 
@@ -863,14 +880,34 @@ class _StepRun:
         else:
             self._send(op)
 
+    def _stream(self, stage: int) -> KernelStream:
+        """The stage's kernel stream in this step; its host starts launching at the step's
+        start."""
+        stream = self._streams.get(stage)
+        if stream is None:
+            stream = self._launch(self.t_start, self.d.launch_costs)
+            self._streams[stage] = stream
+        return stream
+
+    def _kernel_start(self, stage: int, ready_ns: float) -> float:
+        start = self._stream(stage).start(ready_ns)
+        self.launch_ns += start - ready_ns
+        return start
+
     def _compute(self) -> None:
-        """Run consecutive compute segments of one stage as one timeout, one span each."""
+        """Run consecutive compute segments of one stage as one timeout, one span each; a
+        segment's time is shared evenly by its kernels, each launched in turn."""
         d, ops = self.d, self.ops
         t = d.env.now
         stage = ops[self.i].stage
         while self.i < len(ops) and ops[self.i].kind == "compute" and ops[self.i].stage == stage:
             op = ops[self.i]
             if op.duration_ns > 0:
+                per_kernel = op.duration_ns / op.kernels
+                first = t = self._kernel_start(stage, t)
+                t += per_kernel
+                for _ in range(op.kernels - 1):
+                    t = self._kernel_start(stage, t) + per_kernel
                 name = f"L{op.layer} {op.name}" if op.layer >= 0 else op.name
                 d.span_rows.add(
                     workload=d.index,
@@ -878,17 +915,23 @@ class _StepRun:
                     stage=stage_name(stage),
                     kind="compute",
                     name=name,
-                    t_start_ns=t,
-                    t_end_ns=t + op.duration_ns,
+                    t_start_ns=first,
+                    t_end_ns=t,
                 )
-                t += op.duration_ns
+                self.compute_ns += op.duration_ns
             self.i += 1
-        self.compute_ns += t - d.env.now
         d.env.timeout(t - d.env.now).callbacks.append(lambda _ev: self.advance())
 
     def _collective(self, op: _Op) -> None:
         d = self.d
-        start = d.env.now
+        start = self._kernel_start(op.stage, d.env.now)
+        if start > d.env.now:
+            d._at(start, lambda: self._run_collective(op, start))
+        else:
+            self._run_collective(op, start)
+
+    def _run_collective(self, op: _Op, start: float) -> None:
+        d = self.d
         gpus = d.stages[op.stage]
         algorithm = d.wl.collective
         run: CclRing | CclNvls | CustomAllReduce | None = None
@@ -1125,6 +1168,7 @@ def inference_metrics(
         tokens = decode["tokens_out"].sum()
         duration = (decode["t_end_ns"] - decode["t_start_ns"]).sum()
         fabric = (decode["collective_ns"] + decode["transfer_ns"]).sum()
+        launch = decode["launch_ns"].sum()
         n_reduces = int(decode["all_reduces"].sum())
         reduce_bytes = int(decode["all_reduce_bytes"].sum())
         out[driver.wl.name or f"#{i}"] = {
@@ -1136,6 +1180,11 @@ def inference_metrics(
             "decode_tokens": int(tokens),
             "decode_time_per_token_ns": float(duration / tokens) if tokens else None,
             "fabric_share_of_decode": float(fabric / duration) if duration > 0 else None,
+            "launch_share_of_decode": float(launch / duration) if duration > 0 else None,
+            "launch": {
+                "decode": driver.wl.engine.launch.decode,
+                "prefill": driver.wl.engine.launch.prefill,
+            },
             "all_reduces_per_decode_token": float(n_reduces / tokens) if tokens else None,
             "mean_decode_all_reduce_bytes": float(reduce_bytes / n_reduces) if n_reduces else None,
             "engine_notes": list(driver.engine.notes),

@@ -112,10 +112,12 @@ def test_tp8_decode_runs_two_all_reduces_of_one_token_per_layer_over_the_fabric(
 
 
 def test_each_step_is_compute_then_waits_for_the_fabric(tp8):
-    """No segment overlaps a collective: a step lasts its compute plus its fabric waits."""
+    """No segment overlaps a collective: a step lasts its compute, its fabric waits and its
+    waits for kernel launches."""
     steps = tp8.tables["inference_steps"]
     span = steps["t_end_ns"] - steps["t_start_ns"]
-    parts = steps["compute_ns"] + steps["collective_ns"] + steps["transfer_ns"]
+    parts = steps["compute_ns"] + steps["collective_ns"] + steps["transfer_ns"] + steps["launch_ns"]
+    assert (steps["launch_ns"] > 0).all()
     np.testing.assert_allclose(span, parts, rtol=1e-9)
     colls = tp8.tables["inference_collectives"]
     for _, group in colls.groupby("step"):
@@ -133,6 +135,52 @@ def test_tpot_is_reported_with_the_fabric_share(tp8):
     assert (reqs["fabric_share"] > 0).all() and (reqs["fabric_share"] < 1).all()
     tpot = (reqs["decode_ns"] / (reqs["tokens"] - 1)).to_numpy()
     np.testing.assert_allclose(reqs["tpot_ns"], tpot)
+
+
+# --- kernel launches ------------------------------------------------------------------
+
+# A decode step of TINY at TP = 2: per layer 5 + 5 kernels and 2 all-reduces, then the
+# output head's 2 kernels and its all-gather.
+TINY_STEP_KERNELS = TINY["n_layers"] * (5 + 1 + 5 + 1) + 2 + 1
+
+
+def launched(mode: str, **costs: str) -> pd.DataFrame:
+    """Decode steps of TINY at TP = 2, every step launched the same way."""
+    launch = {"decode": mode, "prefill": mode, **costs}
+    workload = {"gpus": 2, "model": TINY, "requests": requests(1, generated=4)}
+    result = run(scenario({**workload, "engine": {"launch": launch}}))
+    steps = result.tables["inference_steps"]
+    return steps[steps["phase"] == "decode"].reset_index(drop=True)
+
+
+def test_a_decode_graph_costs_its_launch_and_a_gap_before_each_of_its_kernels():
+    """On an idle fabric a collective takes the same time whenever it starts, so a graph's
+    step is the ideal step plus one graph launch and one GPU gap per kernel of the step."""
+    ideal = launched("ideal")
+    graph = launched("graph", graph="20us", gap="1us")
+    assert (ideal["launch_ns"] == 0).all()
+    extra = (graph["t_end_ns"] - graph["t_start_ns"]) - (ideal["t_end_ns"] - ideal["t_start_ns"])
+    np.testing.assert_allclose(extra, 20_000 + TINY_STEP_KERNELS * 1_000, rtol=1e-9)
+    np.testing.assert_allclose(graph["launch_ns"], extra, rtol=1e-9)
+    np.testing.assert_allclose(graph["compute_ns"], ideal["compute_ns"], rtol=1e-12)
+
+
+def test_eager_decode_waits_on_the_host_when_its_kernels_are_shorter_than_a_launch():
+    """TINY's kernels and collectives take a few µs; launched at 50 µs each, the step takes
+    the host's time: every kernel enqueued one after the other, then the last one run."""
+    ideal = launched("ideal")
+    eager = launched("eager", enqueue="50us", gap="0us")
+    host = TINY_STEP_KERNELS * 50_000
+    span = (eager["t_end_ns"] - eager["t_start_ns"]).to_numpy()
+    assert (span > host).all()
+    assert (span < host + (ideal["t_end_ns"] - ideal["t_start_ns"]).to_numpy()).all()
+    assert (eager["launch_ns"] / span > 0.9).all()
+    # With a fast host the same kernels are GPU-bound: the host only delays the first.
+    fast = launched("eager", enqueue="1ns", gap="0us")
+    span_ideal = (ideal["t_end_ns"] - ideal["t_start_ns"]).to_numpy()
+    np.testing.assert_allclose(
+        (fast["t_end_ns"] - fast["t_start_ns"]).to_numpy(), span_ideal + 1.0, rtol=1e-9
+    )
 
 
 def test_load_from_another_tenant_stretches_tpot_through_the_collectives():

@@ -150,6 +150,18 @@ CASES = [
         "one of",
         id="unknown-collective",
     ),
+    pytest.param(
+        HEAD + TINY + REQUESTS + "    engine:\n      launch:\n" + mark("        decode: cuda"),
+        "workloads[0].engine.launch.decode",
+        "one of",
+        id="unknown-launch-mode",
+    ),
+    pytest.param(
+        HEAD + TINY + REQUESTS + "    engine:\n      launch:\n" + mark("        enqueue: 0us"),
+        "workloads[0].engine.launch.enqueue",
+        "expected a positive time",
+        id="launch-without-host-time",
+    ),
 ]
 
 FABRIC_CASES = [
