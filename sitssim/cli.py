@@ -422,10 +422,22 @@ def sweep(
             "--scheduler names a Dask cluster: add --backend dask", field="--scheduler"
         )
     loaded = load_study(study)
+    target = out if out is not None else Path("out") / loaded.name
+    return _sweep_and_report(loaded, target, workers, backend, scheduler, figures)
+
+
+def _sweep_and_report(
+    loaded: Any,
+    target: Path,
+    workers: int | None,
+    backend: str,
+    scheduler: str | None,
+    figures: bool,
+) -> int:
+    """Sweep a loaded study into ``target`` with a progress bar; say what ran and failed."""
     from sitssim.sweeps.rows import STATUS_OK
     from sitssim.sweeps.run import sweep as run_sweep
 
-    target = out if out is not None else Path("out") / loaded.name
     progress = _SweepProgress()
     start = time.perf_counter()
     try:
@@ -475,7 +487,7 @@ app.add_typer(study_app, name="study")
 def study_ber_latency(
     scenario: ScenarioArg,
     out: Annotated[
-        Path | None, typer.Option("--out", help="output folder [default: out/<name>-ber]")
+        Path | None, typer.Option("--out", help="sweep folder [default: out/<name>-ber]")
     ] = None,
     ber: Annotated[
         str, typer.Option("--ber", help="comma-separated pre-FEC BERs")
@@ -486,9 +498,16 @@ def study_ber_latency(
     max_duration: Annotated[
         str | None, typer.Option("--max-duration", help="longest run per point [16 x duration]")
     ] = None,
+    replications: Annotated[
+        int, typer.Option("--replications", min=1, max=1000, help="seeds per BER")
+    ] = 3,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="processes [default: every core]")
+    ] = None,
+    figures: Annotated[bool, typer.Option(help="write PNG figures")] = True,
 ) -> int:
-    """Latency percentiles (with confidence intervals) against every flit link's pre-FEC BER."""
-    from sitssim.results.outdir import ResultsFolder
+    """Latency percentiles (means and 95 % intervals over seeds) against every flit link's
+    pre-FEC BER, each run sized to expect --min-replays replays, swept as a study."""
     from sitssim.scenario import load_scenario
     from sitssim.units import UnitError, parse_time_ns
 
@@ -501,32 +520,33 @@ def study_ber_latency(
         ) from None
     if not all(0 < b <= 1 for b in bers):
         raise InputError("every BER must lie in (0, 1]", field="--ber")
+    if len(set(bers)) != len(bers):
+        raise InputError("every BER must be given once", field="--ber")
     loaded = load_scenario(scenario)
-    from sitssim.studies.ber_latency import ber_latency_sweep, plot_sweep
+    from sitssim.studies.ber_latency import size_points, study_text
+    from sitssim.sweeps.study import load_study
 
-    target = out if out is not None else Path("out") / f"{loaded.name}-ber"
-    with _interruptible(ResultsFolder(target, scenario)) as folder:
-        table = ber_latency_sweep(loaded, bers, min_replays=min_replays, max_duration_ns=cap)
-        staging = folder.stage()
-        table.to_csv(staging / "ber_latency.csv", index=False)
-        plot_sweep(table, staging / "ber_latency.png", f"{loaded.name}: latency vs pre-FEC BER")
-        folder.commit()
-    view = Table(title="Data-message latency vs pre-FEC BER (ns, 95 % CI)", title_justify="left")
-    for column in ("BER", "run (µs)", "replays exp/seen", "p50", "p99", "p99.9", "note"):
+    sized = size_points(loaded, bers, min_replays=min_replays, max_duration_ns=cap)
+    name = f"{loaded.name}-ber"
+    target = out if out is not None else Path("out") / name
+    view = Table(title=f"Run length per pre-FEC BER ({min_replays} replays expected)")
+    for column in ("BER", "run (µs)", "replays expected", "note"):
         view.add_column(column, justify="right")
-    for row in table.itertuples():
+    for point in sized:
         view.add_row(
-            f"{row.pre_fec_ber:.0e}",
-            f"{row.duration_ns / 1e3:.0f}",
-            f"{row.expected_replays:.3g} / {row.replays}",
-            f"{row.p50:.0f}",
-            f"{row.p99:.0f} [{row.p99_low:.0f}, {row.p99_high:.0f}]",
-            f"{row.p999:.0f} [{row.p999_low:.0f}, {row.p999_high:.0f}]",
-            row.status,
+            f"{point.pre_fec_ber:.0e}",
+            f"{point.duration_ns / 1e3:.0f}",
+            f"{point.expected_replays:.3g}",
+            point.status,
         )
     console.print(view)
-    console.print(f"results: {target}/ber_latency.csv, ber_latency.png")
-    return EXIT_OK
+    with tempfile.TemporaryDirectory(prefix="sitssim-ber-") as tmp:
+        path = Path(tmp) / f"{name}.yaml"
+        path.write_text(
+            study_text(scenario, name, sized, replications, min_replays), encoding="utf-8"
+        )
+        study = load_study(path)
+        return _sweep_and_report(study, target, workers, "local", None, figures)
 
 
 def main() -> None:

@@ -41,8 +41,9 @@ SWEEPS = [p for p in EXAMPLES if sweeps_collectives(p)]
 SWEEP_TOP = "128MiB"
 """Where the suite stops the shipped sweeps (they go to 2 GiB): the sizes above take three
 quarters of a sweep's time, and NCCL chooses no algorithm or protocol there that it does
-not choose up to here (H100: LL rings and NVLS; A100: LL, LL128 and Simple rings). ``benchmarks/bench_calibration_sweep.py`` times
-the whole sweeps; the calibration notebook compares them with measurements."""
+not choose up to here (H100: LL rings and NVLS; A100: LL, LL128 and Simple rings).
+``benchmarks/bench_calibration_sweep.py`` times the whole sweeps; the calibration notebook
+compares them with measurements."""
 
 
 def golden_path(scenario: Path) -> Path:

@@ -1,24 +1,24 @@
-"""How a link's pre-FEC BER turns into message-latency tails: a sweep of one scenario.
+"""How a link's pre-FEC BER turns into message-latency tails: a study of one scenario, sized
+so that its points see replays.
 
-For each pre-FEC BER the scenario is run with every flit-mode link at that BER. A point
-is only worth reading if replays actually happen in it, so each run is made long enough
-for at least ``min_replays`` replays to be *expected* (from the per-flit replay
-probability and the flit rate of an error-free run); where that would need more than
-``max_duration`` of traffic, the point is run at the scenario's own duration and marked
-"none expected". Latency percentiles get distribution-free confidence intervals from
-order statistics: for the q-quantile of n samples the interval runs between the order
-statistics whose ranks bound a Binomial(n, q) variable with the requested confidence.
+``sitssim study ber-latency SCENARIO`` sets every flit-mode link of the scenario to each
+pre-FEC BER in turn and runs the points through the sweep machinery (``sitssim.sweeps``),
+as ``sitssim sweep`` runs a study file. A point is only worth reading if replays actually
+happen in it, so each is run long enough for at least ``min_replays`` replays to be
+*expected*: from the per-flit replay probability of the BER on the scenario's lanes and
+the flit rate of one error-free run of the scenario. Where that would need more than
+``max_duration`` of traffic, the point runs at the scenario's own duration and is marked
+"none expected". The study is one ``zip`` axis of (BER, run length) pairs, replicated over
+seeds; its points, summary (means and 95 % intervals over the seeds) and figures are the
+sweep's.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
-from scipy.stats import binom
 
 from sitssim.link.flit import BurstModel, flit_error_rates
 from sitssim.link.flit_link import TLP_BYTES_PER_FLIT
@@ -26,36 +26,32 @@ from sitssim.scenario import Scenario
 from sitssim.simulation import RunResult, simulate
 
 DEFAULT_BERS = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
-QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
+BER_PATH = "link_layer.flit.pre_fec_ber"
+METRICS = (
+    "data_latency_ns.p50",
+    "data_latency_ns.p99",
+    "data_latency_ns.p999",
+    "link_layer.replays",
+    "link_layer.replay_fraction",
+    "delivered_GBps",
+)
+NONE_EXPECTED = "none expected"
 
 
 @dataclass(frozen=True)
-class Interval:
-    value: float
-    low: float
-    high: float
+class SizedPoint:
+    """One BER's run length: long enough to expect ``min_replays``, or the scenario's own."""
+
+    pre_fec_ber: float
+    p_replay_flit: float
+    duration_ns: float
+    expected_replays: float
+    status: str
 
 
-def quantile_interval(samples: np.ndarray, q: float, confidence: float = 0.95) -> Interval:
-    """The q-quantile of ``samples`` with a distribution-free confidence interval (NaN if n is
-    too small for the interval to exist)."""
-    x = np.sort(np.asarray(samples, dtype=float))
-    n = len(x)
-    if n == 0:
-        return Interval(math.nan, math.nan, math.nan)
-    value = float(np.quantile(x, q))
-    alpha = 1.0 - confidence
-    lo_rank = int(binom.ppf(alpha / 2, n, q))
-    hi_rank = int(binom.ppf(1 - alpha / 2, n, q)) + 1
-    low = float(x[lo_rank - 1]) if lo_rank >= 1 else math.nan
-    high = float(x[hi_rank - 1]) if hi_rank <= n else math.nan
-    return Interval(value, low, high)
-
-
-def _with(scenario: Scenario, ber: float | None, duration: float) -> Scenario:
-    flit = scenario.link_layer.flit.model_copy(update={"pre_fec_ber": ber})
-    link_layer = scenario.link_layer.model_copy(update={"flit": flit})
-    return scenario.updated(link_layer=link_layer, duration=duration)
+def _clean(scenario: Scenario) -> Scenario:
+    flit = scenario.link_layer.flit.model_copy(update={"pre_fec_ber": None})
+    return scenario.updated(link_layer=scenario.link_layer.model_copy(update={"flit": flit}))
 
 
 def _replay_probability(scenario: Scenario, ber: float, result: RunResult) -> float:
@@ -72,44 +68,6 @@ def _replay_probability(scenario: Scenario, ber: float, result: RunResult) -> fl
     )
 
 
-def ber_latency_sweep(
-    scenario: Scenario,
-    bers: tuple[float, ...] = DEFAULT_BERS,
-    min_replays: int = 100,
-    max_duration_ns: float | None = None,
-    confidence: float = 0.95,
-) -> pd.DataFrame:
-    """One row per BER: run length, expected and observed replays, latency quantiles + CIs."""
-    cap = max_duration_ns if max_duration_ns is not None else 16 * scenario.duration
-    clean = simulate(_with(scenario, None, scenario.duration))
-    flits_per_ns = _flit_rate_per_ns(clean)
-    rows = []
-    for ber in bers:
-        p = _replay_probability(scenario, ber, clean)
-        needed = min_replays / (p * flits_per_ns) if p > 0 and flits_per_ns > 0 else math.inf
-        duration = max(scenario.duration, needed) if needed <= cap else scenario.duration
-        status = "ok" if needed <= cap else "none expected"
-        result = simulate(_with(scenario, ber, duration))
-        messages = result.tables["messages"]
-        latency = messages.loc[messages["kind"] == "data", "latency_ns"].to_numpy()
-        row: dict[str, object] = {
-            "pre_fec_ber": ber,
-            "p_replay_flit": p,
-            "duration_ns": duration,
-            "expected_replays": p * flits_per_ns * duration,
-            "replays": result.metrics["link_layer"]["replays"],
-            "messages": len(latency),
-            "status": status,
-        }
-        for name, q in QUANTILES.items():
-            interval = quantile_interval(latency, q, confidence)
-            row[name] = interval.value
-            row[f"{name}_low"] = interval.low
-            row[f"{name}_high"] = interval.high
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def _flit_rate_per_ns(result: RunResult) -> float:
     """Flits per ns crossing the run's flit-mode channels (bytes over TLP bytes per flit)."""
     links = result.tables["links"]
@@ -117,47 +75,48 @@ def _flit_rate_per_ns(result: RunResult) -> float:
     return float(carried) / TLP_BYTES_PER_FLIT / result.scenario.duration
 
 
-def plot_sweep(table: pd.DataFrame, path: Path, title: str) -> None:
-    import matplotlib
+def size_points(
+    scenario: Scenario,
+    bers: tuple[float, ...] = DEFAULT_BERS,
+    min_replays: int = 100,
+    max_duration_ns: float | None = None,
+) -> list[SizedPoint]:
+    """Each BER's run length, from one error-free run of ``scenario``."""
+    cap = max_duration_ns if max_duration_ns is not None else 16 * scenario.duration
+    clean = simulate(_clean(scenario))
+    flits_per_ns = _flit_rate_per_ns(clean)
+    sized = []
+    for ber in bers:
+        p = _replay_probability(scenario, ber, clean)
+        needed = min_replays / (p * flits_per_ns) if p > 0 and flits_per_ns > 0 else math.inf
+        duration = max(scenario.duration, needed) if needed <= cap else scenario.duration
+        status = "ok" if needed <= cap else NONE_EXPECTED
+        sized.append(SizedPoint(ber, p, duration, p * flits_per_ns * duration, status))
+    return sized
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name in QUANTILES:
-        value = table[name].to_numpy()
-        low = np.nan_to_num(value - table[f"{name}_low"].to_numpy(), nan=0.0)
-        high = np.nan_to_num(table[f"{name}_high"].to_numpy() - value, nan=0.0)
-        ax.errorbar(
-            table["pre_fec_ber"],
-            value,
-            yerr=[low, high],
-            marker="o",
-            capsize=3,
-            label=f"{name[:-1]}.{name[-1]}" if name == "p999" else name,
-        )
-    for ber, status in zip(table["pre_fec_ber"], table["status"], strict=True):
-        if status != "ok":
-            # Along the top edge, clear of the curves whatever their scale.
-            ax.text(
-                ber,
-                0.97,
-                "none expected",
-                transform=ax.get_xaxis_transform(),
-                fontsize="x-small",
-                rotation=90,
-                va="top",
-                ha="right",
-                color="grey",
-            )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("pre-FEC BER")
-    ax.set_ylabel("message latency (ns)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def study_text(
+    base: Path, name: str, sized: list[SizedPoint], replications: int, min_replays: int
+) -> str:
+    """The study file of the sized points: one zip axis of (BER, run length)."""
+    lines = [
+        f"# Pre-FEC BER against message-latency tails on {base.name}, written by",
+        f"# 'sitssim study ber-latency': each run long enough to expect {min_replays} replays.",
+    ]
+    lines += [
+        f"#   BER {p.pre_fec_ber:.3g}: {p.duration_ns:.6g} ns, {p.expected_replays:.3g} "
+        f"replays expected ({p.status})"
+        for p in sized
+    ]
+    lines += [
+        f"name: {name}",
+        "description: Data-message latency percentiles against every flit link's pre-FEC BER.",
+        f"base: {json.dumps(str(base.resolve()))}",
+        "zip:",
+        f"  - {BER_PATH}: [{', '.join(repr(p.pre_fec_ber) for p in sized)}]",
+        f"    duration: [{', '.join(f'{p.duration_ns!r}ns' for p in sized)}]",
+        f"replications: {replications}",
+        "metrics:",
+        *(f"  - {m}" for m in METRICS),
+    ]
+    return "\n".join(lines) + "\n"

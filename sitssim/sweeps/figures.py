@@ -2,15 +2,16 @@
 
 One figure per varied parameter (``<parameter>.png``), one panel per collected metric:
 the metric's mean per point with its 95 % interval (``summary``), against the parameter;
-where other parameters vary too, one line per combination of theirs. Beside it,
+where other parameters vary too, one line per combination of theirs (a zip partner of the
+parameter moves with it, so it draws no line of its own). Beside it,
 ``<parameter>.clauses.png`` plots the failure fraction (Wilson bounds) of every clause that
 failed in some run, and ``<parameter>.clause_values.png`` each clause's measured value
 against its limit (dashed). Quantities written as text (``5us``, ``4KiB``) are plotted as the
-numbers they stand for (ns, bytes); other text as categories, in study order. A log
-range gets a log axis. Figures are drawn on ``matplotlib.figure.Figure`` objects, never
-through pyplot, so that a notebook's backend is left alone. One figure per parameter,
-not per metric: a figure costs about a
-third of a second to draw, and a study collects twenty metrics by default.
+numbers they stand for (ns, bytes); other text as categories, in study order. A log range
+gets a log axis, and so do positive values listed across three decades or more. Figures
+are drawn on ``matplotlib.figure.Figure`` objects, never through pyplot, so that a
+notebook's backend is left alone. One figure per parameter, not per metric: a figure costs
+about a third of a second to draw, and a study collects twenty metrics by default.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ def file_name(parameter: str, what: str = "") -> str:
     return f"{_UNSAFE.sub('_', parameter)}{what}.png"
 
 
+LOG_AXIS_SPAN = 1000.0
+"""Listed values from ``x`` to at least this many times ``x`` are drawn on a log axis: on a
+linear one all but the largest would sit on top of each other."""
+
+
 class _Curves:
     """The points of ``summary`` as curves against ``parameter``: one per combination
     of the other varied parameters."""
@@ -62,9 +68,16 @@ class _Curves:
         self.summary = summary
         self.parameter = parameter
         self.x, self.unit = _as_numbers(summary[parameter])
-        self.others = [p for p in study.parameters if p != parameter and summary[p].nunique() > 1]
+        # A zip partner moves with the parameter: it is the same axis, not another curve.
+        partners = {p for axis in study.axes if parameter in axis.paths for p in axis.paths}
+        self.others = [
+            p for p in study.parameters if p not in partners and summary[p].nunique() > 1
+        ]
         logs = {p: log for axis in study.axes for p, log in zip(axis.paths, axis.log, strict=True)}
-        self.log = bool(logs.get(parameter)) and bool((self.x > 0).all())
+        positive = bool(len(self.x)) and bool((self.x > 0).all())
+        self.log = positive and (
+            bool(logs.get(parameter)) or self.x.max() >= LOG_AXIS_SPAN * self.x.min()
+        )
 
     def __iter__(self) -> Iterator[tuple[str | None, pd.Index]]:
         if not self.others:

@@ -1,4 +1,4 @@
-"""The BER-to-latency sweep: honest run lengths and honest intervals."""
+"""The BER-to-latency study: run lengths sized to expect replays, swept as a study."""
 
 from __future__ import annotations
 
@@ -6,28 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import pandas as pd
 from typer.testing import CliRunner
 
 from sitssim.cli import app
 from sitssim.scenario import scenario_from_data
-from sitssim.studies.ber_latency import ber_latency_sweep, quantile_interval
+from sitssim.studies.ber_latency import NONE_EXPECTED, size_points
 
-
-def test_quantile_interval_covers_the_true_quantile_at_its_confidence() -> None:
-    rng = np.random.default_rng(5)
-    hits = 0
-    trials = 400
-    for _ in range(trials):
-        interval = quantile_interval(rng.random(300), 0.9, confidence=0.95)
-        hits += interval.low <= 0.9 <= interval.high
-    # Order-statistic intervals are conservative: coverage at least the nominal 95 %.
-    assert hits / trials >= 0.93
-
-
-def test_quantile_interval_is_undefined_when_samples_are_too_few() -> None:
-    interval = quantile_interval(np.arange(10.0), 0.999)
-    assert np.isnan(interval.high)
+CHAIN_9HOP = Path(__file__).resolve().parents[2] / "scenarios/violations/chain_9hop.yaml"
+BER = "link_layer.flit.pre_fec_ber"
 
 
 def test_each_point_runs_long_enough_for_its_replays_or_says_none_expected(
@@ -49,37 +36,55 @@ def test_each_point_runs_long_enough_for_its_replays_or_says_none_expected(
             seed=2,
         )
     )
-    table = ber_latency_sweep(
+    sized = size_points(
         scenario, bers=(1e-9, 1e-5, 1e-4), min_replays=20, max_duration_ns=1_000_000.0
     )
-    ok = table[table["status"] == "ok"]
-    none = table[table["status"] == "none expected"]
-    assert list(none["pre_fec_ber"]) == [1e-9]
-    assert (ok["expected_replays"] >= 20 - 1e-9).all()
-    assert (ok["replays"] > 0).all()
-    assert (table["duration_ns"] >= 10_000.0).all()
-    assert table["p99"].iloc[-1] > table["p99"].iloc[0]
+    assert [p.status for p in sized] == [NONE_EXPECTED, "ok", "ok"]
+    assert sized[0].duration_ns == 10_000.0
+    # The rarer the replays, the longer a run must be to expect 20 of them.
+    assert sized[1].duration_ns > sized[2].duration_ns >= 10_000.0
+    assert all(p.expected_replays >= 20 - 1e-9 for p in sized[1:])
 
 
-def test_cli_writes_the_table_and_plot(tmp_path: Path) -> None:
-    scenario = Path(__file__).resolve().parents[2] / "scenarios/violations/chain_9hop.yaml"
+def test_the_command_sweeps_the_sized_points_as_a_study(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     result = CliRunner().invoke(
         app,
         [
             "study",
             "ber-latency",
-            str(scenario),
+            str(CHAIN_9HOP),
             "--ber",
             "1e-9,1e-4",
             "--out",
             str(out),
             "--max-duration",
             "40us",
+            "--replications",
+            "2",
+            "--workers",
+            "1",
         ],
     )
-    assert result.exit_code == 0, result.output
-    assert (out / "ber_latency.png").stat().st_size > 0
-    assert "none expected" in (out / "ber_latency.csv").read_text()
-    bad = CliRunner().invoke(app, ["study", "ber-latency", str(scenario), "--ber", "2"])
-    assert bad.exit_code == 2 and "every BER" in bad.output
+    # The chain breaks the hop limit in every run: the study reports it as a sweep does.
+    assert result.exit_code == 1, result.output
+    assert NONE_EXPECTED in result.output and "fabric.hop_limit" in result.output
+    points = pd.read_parquet(out / "points").sort_values([BER, "seed"])
+    assert len(points) == 4 and (points["status"] == "ok").all()
+    clean, noisy = points[points[BER] == 1e-9], points[points[BER] == 1e-4]
+    assert (clean["metrics.link_layer.replays"] == 0).all()
+    # Sized to expect 100 replays: every seed of the noisy point sees of that order.
+    assert (noisy["metrics.link_layer.replays"] >= 50).all()
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == 2 and summary["metrics.data_latency_ns.p99.ci"].notna().all()
+    assert (out / "figures" / f"{BER}.png").stat().st_size > 0
+
+
+def test_bad_bers_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    for ber, expected in (("2", "every BER"), ("1e-6,1e-6", "once"), ("x", "expected BERs")):
+        out = tmp_path / ber
+        bad = CliRunner().invoke(
+            app, ["study", "ber-latency", str(CHAIN_9HOP), "--ber", ber, "--out", str(out)]
+        )
+        assert bad.exit_code == 2 and expected in bad.output, bad.output
+        assert not out.exists()
