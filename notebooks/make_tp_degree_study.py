@@ -141,8 +141,9 @@ for board in ("H100-SXM", "A100-80GB"):
     assert part["tpot_ms"].is_monotonic_decreasing
     # A graph's launch and gaps count kernels, not bytes: a TP group adds its collectives'
     # kernels, and every degree above 1 launches the same ones.
-    assert 0 < part.loc[1, "launch_ms"] < part.loc[2, "launch_ms"]
-    assert part.loc[part.index > 1, "launch_ms"].std() < 1e-3 * part.loc[2, "launch_ms"]
+    grouped = part.loc[part.index > 1, "launch_ms"]
+    assert 0 < part.loc[1, "launch_ms"] < grouped.min()
+    assert grouped.max() - grouped.min() < 1e-3 * grouped.min()
 launch = by["launch_ms"].unstack("board")
 assert ((launch["H100-SXM"] - launch["A100-80GB"]).abs() < 1e-3 * launch["H100-SXM"]).all()
 # H100 computes faster, so communication is a larger share of its TPOT at TP = 8.
