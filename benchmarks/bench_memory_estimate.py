@@ -31,6 +31,9 @@ from sitssim.estimate import Estimate
 from sitssim.preflight import preflight
 from sitssim.scenario import load_scenario
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from targets import target
+
 ROOT = Path(__file__).resolve().parents[1]
 
 LOW, HIGH = 0.5, 2.0
@@ -85,10 +88,17 @@ def timed_preflight(path: Path) -> tuple[Estimate, float]:
     return est, spent[0] / (total - spent[0])
 
 
-def main() -> int:
+def _shown(path: Path) -> str:
+    """The scenario's path from the repository root where it lies inside it."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", type=Path)
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
     paths = args.scenarios or sorted(ROOT.glob("scenarios/*.yaml")) + sorted(
         ROOT.glob("scenarios/violations/*.yaml")
     )
@@ -97,18 +107,66 @@ def main() -> int:
         f" {'estimate / validation time':>27}"
     )
     bad = []
+    rows = []
     for path in paths:
         est, share = timed_preflight(path)
+        start = time.perf_counter()
         code, peak, messages = measure(path)
+        wall = time.perf_counter() - start
         ratio = est.memory_bytes / peak
+        rows.append(
+            {
+                "scenario": _shown(path),
+                "exit_code": code,
+                "wall_s": wall,
+                "peak_bytes": peak,
+                "estimate_bytes": est.memory_bytes,
+                "estimate_over_peak": ratio,
+                "estimate_over_validation_time": share,
+            }
+        )
         if not LOW <= ratio <= HIGH or code not in (0, 1) or share >= 1:
             bad.append(path.name)
         print(
             f"{path.name:40} {est.memory_bytes / 1e6:8.0f} {peak / 1e6:8.0f} {ratio:6.2f} "
             f"{est.messages:9.0f} {messages if messages is not None else '-':>8} {share:27.3f}"
         )
+    if args.json is not None:
+        ratios = [r["estimate_over_peak"] for r in rows]
+        figures = {
+            "rows": rows,
+            "targets": [
+                target("lowest memory estimate / measured peak", min(ratios), ">=", LOW, "x"),
+                target("highest memory estimate / measured peak", max(ratios), "<=", HIGH, "x"),
+                target(
+                    "slowest memory estimate / the rest of its validation",
+                    max(r["estimate_over_validation_time"] for r in rows),
+                    "<",
+                    1.0,
+                    "x",
+                ),
+                target(
+                    "slowest shipped scenario, sitssim run end to end",
+                    max(r["wall_s"] for r in rows),
+                    None,
+                    None,
+                    "s",
+                ),
+                target(
+                    "largest peak memory of a shipped scenario",
+                    max(r["peak_bytes"] for r in rows) / 2**30,
+                    None,
+                    None,
+                    "GiB",
+                ),
+            ],
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
     if bad:
-        print(f"outside [{LOW}, {HIGH}] or not run: {', '.join(bad)}")
+        print(
+            f"memory estimate outside [{LOW}, {HIGH}], not run, or slower than the rest of "
+            f"its validation: {', '.join(bad)}"
+        )
         return 1
     return 0
 

@@ -1,8 +1,9 @@
 """PHY benchmarks: PRBS31 generation, and link training of whole fabrics.
 
-Run as ``python benchmarks/bench_phy.py``. PRBS31: the vectorised generator against a
-plain Python LFSR, timed in the same run on the same machine, so the ratio is
-meaningful even where absolute numbers are not. Training: every link of the shipped
+Run as ``python benchmarks/bench_phy.py [--vector-bits N ...] [--star-links N] [--json PATH]``.
+PRBS31: the vectorised generator at each size against a plain Python LFSR, timed in the
+same run on the same machine, so the ratio is meaningful even where absolute numbers are
+not. Training: every link of the shipped
 8-GPU fat tree from reset to L0 (signal-level EQ, CDR and PRBS checks included, the
 cache of shared computations emptied first); ``--star-links N`` also trains N links
 of one switch. Each figure is the best of several repeats (least disturbed by other
@@ -12,6 +13,7 @@ load). Not a test: nothing here asserts on time.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +29,9 @@ from sitssim.phy.prbs import prbs31
 from sitssim.phy.training import group_physics, train_links
 from sitssim.scenario import Scenario, load_scenario, scenario_from_data
 from sitssim.stages.phy import phy_section
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from targets import target
 
 TARGET_GBITPS = 1.0
 TARGET_RATIO = 100.0
@@ -82,46 +87,72 @@ def time_training(scenario: Scenario, repeats: int) -> tuple[float, int, float]:
     return best_seconds(run, repeats), len(links), slowest
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vector-bits", type=int, default=1 << 27)
+    parser.add_argument(
+        "--vector-bits",
+        type=int,
+        nargs="+",
+        default=[1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28],
+        help="sizes",
+    )
     parser.add_argument("--plain-bits", type=int, default=1 << 20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--star-links", type=int, default=0, help="also train N links")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
 
-    check = min(args.vector_bits, args.plain_bits)
+    check = min(*args.vector_bits, args.plain_bits)
     if not np.array_equal(prbs31(check), np.frombuffer(plain_lfsr_prbs31(check), np.uint8)):
         raise SystemExit("the two generators disagree; timings would be meaningless")
 
-    vector_s = best_seconds(lambda: prbs31(args.vector_bits), args.repeats)
     plain_s = best_seconds(lambda: plain_lfsr_prbs31(args.plain_bits), args.repeats)
-    vector_gbps = args.vector_bits / vector_s / 1e9
     plain_gbps = args.plain_bits / plain_s / 1e9
-    ratio = vector_gbps / plain_gbps
-
-    print(f"PRBS31 vectorised : {vector_gbps:8.3f} Gbit/s  ({args.vector_bits:,} bits)")
     print(f"PRBS31 plain LFSR : {plain_gbps:8.5f} Gbit/s  ({args.plain_bits:,} bits)")
-    print(f"ratio             : {ratio:8.0f} x")
-    print(
-        f"targets           : >= {TARGET_GBITPS:g} Gbit/s "
-        f"[{'met' if vector_gbps >= TARGET_GBITPS else 'MISSED'}], "
-        f">= {TARGET_RATIO:g}x [{'met' if ratio >= TARGET_RATIO else 'MISSED'}]"
-    )
+    targets = []
+    for bits in args.vector_bits:
+        vector_s = best_seconds(lambda bits=bits: prbs31(bits), args.repeats)
+        vector_gbps = bits / vector_s / 1e9
+        ratio = vector_gbps / plain_gbps
+        size = f"2^{bits.bit_length() - 1}" if bits & (bits - 1) == 0 else f"{bits:,}"
+        targets.append(target(f"PRBS31 at {size} bits", vector_gbps, ">=", TARGET_GBITPS, "Gbit/s"))
+        targets.append(
+            target(f"PRBS31 at {size} bits against the plain LFSR", ratio, ">=", TARGET_RATIO, "x")
+        )
+        print(
+            f"PRBS31 vectorised : {vector_gbps:8.3f} Gbit/s  ({bits:,} bits), {ratio:8.0f} x "
+            f"[{_verdict(targets[-2]['met'])} >= {TARGET_GBITPS:g} Gbit/s, "
+            f"{_verdict(targets[-1]['met'])} >= {TARGET_RATIO:g} x]"
+        )
 
     train_s, n_links, slowest_us = time_training(load_scenario(FAT_TREE), args.repeats)
+    targets.append(
+        target(f"training fat_tree_8gpu ({n_links} links)", train_s, "<=", TARGET_TRAIN_S, "s")
+    )
     print(
         f"training fat_tree_8gpu: {train_s:8.3f} s wall for {n_links} links "
         f"(last in L0 at {slowest_us:.1f} µs simulated); target < {TARGET_TRAIN_S:g} s "
-        f"[{'met' if train_s < TARGET_TRAIN_S else 'MISSED'}]"
+        f"[{_verdict(targets[-1]['met'])}]"
     )
     if args.star_links:
         big_s, n_big, big_us = time_training(star(args.star_links), 1)
+        targets.append(target(f"training a {n_big}-link star", big_s, "<=", TARGET_TRAIN_S, "s"))
+        targets.append(
+            target(f"training per link ({n_big}-link star)", 1e3 * big_s / n_big, None, None, "ms")
+        )
         print(
             f"training a {n_big}-link star: {big_s:8.3f} s wall "
-            f"(last in L0 at {big_us:.1f} µs simulated)"
+            f"(last in L0 at {big_us:.1f} µs simulated), {1e3 * big_s / n_big:.2f} ms per link "
+            f"[{_verdict(targets[-2]['met'])} < {TARGET_TRAIN_S:g} s]"
         )
+    if args.json is not None:
+        args.json.write_text(json.dumps({"targets": targets}, indent=2) + "\n")
+    return 0
+
+
+def _verdict(met: bool | None) -> str:
+    return "met" if met else "MISSED"
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

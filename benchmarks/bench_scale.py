@@ -31,9 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sitssim.scenario import Scenario, scenario_from_data
 from sitssim.simulation import simulate
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from targets import target
+
 RADIX = 32
 SPINES = 32
 TARGET_RATIO = 1.5
+TARGET_RUN_S = 60.0  # the 1024-GPU fat tree, end to end
 
 
 def fat_tree_scenario(gpus: int, load: float, duration: str, seed: int) -> Scenario:
@@ -120,7 +124,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(ratios)} ({each}) (target <= {TARGET_RATIO:g} x) [{verdict}]"
     )
     if args.json is not None:
-        figures = {"rows": rows, "ratios": ratios, "ratio": ratio}
+        largest = max(r["wall_s"] for r in rows if r["gpus"] == args.gpus[-1])
+        figures = {
+            "rows": rows,
+            "ratios": ratios,
+            "ratio": ratio,
+            "targets": [
+                target(
+                    f"simulation wall time per hop-event, {args.gpus[-1]} against "
+                    f"{args.gpus[0]} GPUs",
+                    ratio,
+                    "<=",
+                    TARGET_RATIO,
+                    "x",
+                ),
+                target(f"{args.gpus[-1]} GPUs end to end", largest, "<=", TARGET_RUN_S, "s"),
+            ],
+        }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 

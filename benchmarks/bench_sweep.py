@@ -32,6 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from sitssim.sweeps.run import sweep  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from targets import target  # noqa: E402
+
 TARGET = 1.7
 STUDY = """\
 base: {base}
@@ -72,7 +75,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"wall_s": timings, "ratio": ratio}, indent=2) + "\n", encoding="utf-8"
+            json.dumps(
+                {
+                    "wall_s": timings,
+                    "ratio": ratio,
+                    "targets": [
+                        target(
+                            f"{points}-point sweep, --workers {args.workers} over --workers 1",
+                            ratio,
+                            ">=",
+                            TARGET,
+                            "x",
+                        )
+                    ],
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
         )
     return 0
 
