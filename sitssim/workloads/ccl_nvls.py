@@ -81,8 +81,14 @@ def nvls_pieces(
 
 def nvls_messages(plan: NvlsPlan, max_message_bytes: int, writes: WritePackets) -> int:
     """Messages an NVLS call sends: per piece, one up from each GPU, the sum to its head,
-    the head's store, and one down to each GPU."""
-    return len(nvls_pieces(plan, max_message_bytes, writes)) * (2 * plan.heads + 2)
+    the head's store, and one down to each GPU.
+
+    Counted, not listed (the resource estimate asks before every run): the lanes tile the
+    buffer chunk by chunk, so all are full but the last, which holds the remainder."""
+    per_message = writes.data_within(max_message_bytes)
+    full, tail = divmod(plan.n_bytes, plan.chunk)
+    pieces = full * -(-plan.chunk // per_message) + -(-tail // per_message)
+    return pieces * (2 * plan.heads + 2)
 
 
 class CclNvls(CollectiveRun):

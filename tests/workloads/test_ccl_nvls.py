@@ -17,7 +17,7 @@ from sitssim.ccl.nvls import nvls_plan
 from sitssim.ccl.write_packets import SM_WRITES
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
-from sitssim.workloads.ccl_nvls import CclNvls, nvls_messages, weighted_round_robin
+from sitssim.workloads.ccl_nvls import CclNvls, nvls_messages, nvls_pieces, weighted_round_robin
 from sitssim.workloads.ccl_ring import CclCall
 from sitssim.workloads.collectives import CollectiveHandle
 
@@ -144,3 +144,14 @@ def test_a_slow_switch_reduction_sets_the_pace() -> None:
 def test_every_gpu_ends_with_every_contribution(gpus: int, size: int) -> None:
     _, _, h = run(size, gpus=gpus, channels=3)
     assert h.result_complete()
+
+
+@pytest.mark.parametrize("size", [1, 127, 128, 4097, 3 * MIB + 5, 16 * MIB, 33 * MIB - 1])
+@pytest.mark.parametrize("heads, channels", [(2, 1), (4, 8), (8, 16)])
+@pytest.mark.parametrize("cap", [1024, 256 * 1024])
+def test_the_counted_messages_are_those_of_the_pieces_listed(
+    size: int, heads: int, channels: int, cap: int
+) -> None:
+    plan = nvls_plan(size, heads, channels)
+    listed = len(nvls_pieces(plan, cap, SM_WRITES)) * (2 * heads + 2)
+    assert nvls_messages(plan, cap, SM_WRITES) == listed
