@@ -1,10 +1,10 @@
 """The resource estimate against measured peak memory, scenario by scenario.
 
 Run as ``python benchmarks/bench_memory_estimate.py [SCENARIO ...]`` (default: every
-``scenarios/*.yaml`` and ``scenarios/violations/*.yaml``). Each scenario runs in its own
-``sitssim run SCENARIO --out TMP --no-figures`` subprocess; its peak RSS is that child's
-``ru_maxrss`` (``resource.getrusage(RUSAGE_CHILDREN)`` is a running maximum over all
-children, so each run gets a fresh measuring process). The estimate is
+``scenarios/*.yaml``, ``scenarios/violations/*.yaml`` and ``scenarios/scale/*.yaml``). Each
+scenario runs in its own ``sitssim run SCENARIO --out TMP --no-figures`` subprocess; its
+peak RSS is that child's ``ru_maxrss`` (``resource.getrusage(RUSAGE_CHILDREN)`` is a
+running maximum over all children, so each run gets a fresh measuring process). The estimate is
 ``sitssim.preflight.preflight``'s. Prints estimate, measured peak, their ratio, and the
 estimated against the delivered message count, and how long the estimate took against the
 rest of the pre-run checks (loading, building the fabric, every check: the estimate must never
@@ -99,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenarios", nargs="*", type=Path)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    paths = args.scenarios or sorted(ROOT.glob("scenarios/*.yaml")) + sorted(
-        ROOT.glob("scenarios/violations/*.yaml")
-    )
+    paths = args.scenarios or [
+        p
+        for folder in ("", "violations/", "scale/")
+        for p in sorted(ROOT.glob(f"scenarios/{folder}*.yaml"))
+    ]
     print(
         f"{'scenario':40} {'est MB':>8} {'peak MB':>8} {'ratio':>6} {'est msgs':>9} {'msgs':>8}"
         f" {'estimate / validation time':>27}"
