@@ -268,15 +268,30 @@ def _tenant_requests(
     return WorkloadEstimate(2.0 * span * per_ns, ("duration",))
 
 
+# The last scenario's inference drivers, with the scenario and fabric they were built for
+# (held, so that their ids stay theirs): building them builds a transport over the whole
+# fabric, and each inference workload's estimate would otherwise build them all again.
+_drivers_built: dict[tuple[int, int], tuple[Scenario, Fabric, dict[int, Any]]] = {}
+
+
+def _inference_drivers(scenario: Scenario, fabric: Fabric) -> dict[int, Any]:
+    from sitssim.stages.inference import inference_section
+    from sitssim.workloads.inference import inference_drivers
+
+    key = (id(scenario), id(fabric))
+    if key not in _drivers_built:
+        _drivers_built.clear()
+        drivers = inference_drivers(inference_section(scenario), fabric, Locator(scenario.error))
+        _drivers_built[key] = (scenario, fabric, drivers)
+    return _drivers_built[key][2]
+
+
 def _inference(
     scenario: Scenario, fabric: Fabric, i: int, wl: InferenceWorkload
 ) -> WorkloadEstimate:
     """Steps (one prefill and one per generated token, per request: batching only merges
     them) times each step's tensor-parallel all-reduces and pipeline sends."""
-    from sitssim.stages.inference import inference_section
-    from sitssim.workloads.inference import inference_drivers
-
-    driver = inference_drivers(inference_section(scenario), fabric, Locator(scenario.error))[i]
+    driver = _inference_drivers(scenario, fabric)[i]
     model = driver.model
     tp = len(driver.stages[0])
     pp = len(driver.stages)

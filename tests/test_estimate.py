@@ -167,3 +167,27 @@ def test_input_queued_switches_are_charged_their_crossing_log() -> None:
     grown = iq.memory_bytes - oq.memory_bytes
     assert 80e6 < grown < 120e6
     assert iq.messages == oq.messages > 200_000
+
+
+def test_the_inference_drivers_are_built_once_for_every_inference_workload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sitssim.workloads.inference as inference
+
+    built = []
+    real = inference.inference_drivers
+
+    def counted(*args: Any) -> Any:
+        built.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(inference, "inference_drivers", counted)
+    scenario = load_scenario(SCENARIOS / "scale" / "nvl72.yaml")
+    fabric = build_fabric(scenario)
+    est = estimate(scenario, fabric)
+    assert len(built) == 1
+    # Nine identical groups: nine identical workload estimates.
+    assert len({w.messages for w in est.workloads[:9]}) == 1 and est.workloads[0].messages > 0
+    # A new scenario object is estimated afresh, not from the last one's drivers.
+    estimate(load_scenario(SCENARIOS / "scale" / "nvl72.yaml"), fabric)
+    assert len(built) == 2
