@@ -1,6 +1,6 @@
 """Sweep speed-up: a study of 16 points on the local pool against ``--workers 1``.
 
-Run as ``python benchmarks/bench_sweep.py [--workers 2] [--duration 40us] [--json PATH]``.
+Run as ``python benchmarks/bench_sweep.py [--workers 2] [--duration 3ms] [--json PATH]``.
 
 The study is ``scenarios/fat_tree_8gpu.yaml`` at eight loads (0.1 to 0.8) times two
 replications, run twice in this one process: once with one worker (the points run here,
@@ -11,11 +11,12 @@ same costs again, in parallel. Both keep their points in a fresh folder, without
 figures. The figure is the wall-time ratio, serial over pooled, from this one run
 (target >= 1.7 on 2 cores); the two must give the same rows but for wall time.
 
-A worker's start costs about 4.5 s (2.5 s of imports, 2 s of the first run's one-off
-work), paid in parallel but not shared, so the ratio depends on the points' size: at the
-default 1 ms of traffic a point takes about 5 s, as the points of a study worth a pool
-do (1.76 measured on 2 cores); at 400 us, about 2.4 s a point, it was 1.46. Not a test:
-nothing here asserts on time.
+A worker's start is paid in parallel but not shared: its imports (about 1.1 s) and the
+first run's one-off work (about 0.7 s), so the ratio depends on the points' size. The
+default, 3 ms of traffic, makes a point of about 5 s, as the points of a study worth a
+pool take (the tenants study's do): 1.77 measured on 2 cores. At 1 ms, points of about
+1.6 s, it was 1.58 to 1.69; on a machine twice as slow, where 1 ms made 5 s points, 1.76.
+Not a test: nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ replications: 2
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="pool processes")
-    parser.add_argument("--duration", default="1ms", help="traffic per point")
+    parser.add_argument("--duration", default="3ms", help="traffic per point")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sitssim-bench-sweep-") as tmp:
