@@ -19,6 +19,7 @@ from sitssim.workloads.requests import (
     TransactionRun,
     check_transaction_workloads,
     start_transaction_workloads,
+    transaction_metrics,
     transaction_probe_rows,
     transaction_tables,
 )
@@ -56,6 +57,11 @@ class TransactionStage(Stage):
             ignore_index=True,
         )
         return {**tables, "probes": probes}
+
+    def metrics(self, run: Finished) -> dict[str, object]:
+        if not self.runs:
+            return {}
+        return {"transactions": transaction_metrics(self.runs, run.tables, run.simulated_ns)}
 
 
 def _build(

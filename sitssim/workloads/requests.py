@@ -338,6 +338,35 @@ def transaction_tables(runs: Sequence[TransactionRun]) -> dict[str, pd.DataFrame
     return {"transactions": table, "rob_stalls": stall_table}
 
 
+def transaction_metrics(
+    runs: list[TransactionRun], tables: dict[str, pd.DataFrame], simulated_ns: float
+) -> dict[str, object]:
+    """Report summary per workload (by name, else ``workload<index>``): its requests, the
+    time its reorder buffer had no free tag (and that time's share of the run), and its
+    completed reads' round trips and waits in the buffer."""
+    out: dict[str, object] = {}
+    txns, stalls = tables["transactions"], tables["rob_stalls"]
+    for run in runs:
+        mine = txns[txns["workload"] == run.index]
+        reads = mine[(mine["class"] == FcClass.NP.value) & mine["t_release_ns"].notna()]
+        stall_ns = float(stalls.loc[stalls["workload"] == run.index, "duration_ns"].sum())
+        out[run.wl.name or f"workload{run.index}"] = {
+            "requests": len(mine),
+            "reads_completed": len(reads),
+            "rob_stall_ns": stall_ns,
+            "rob_stall_fraction": stall_ns / simulated_ns if simulated_ns > 0 else 0.0,
+            "read_rtt_ns": _quantiles(reads["rtt_ns"]),
+            "rob_wait_ns": _quantiles(reads["rob_wait_ns"]),
+        }
+    return out
+
+
+def _quantiles(values: pd.Series) -> dict[str, float | None]:
+    if values.empty:
+        return {"p50": None, "p99": None}
+    return {"p50": float(values.quantile(0.5)), "p99": float(values.quantile(0.99))}
+
+
 def transaction_probe_rows(transactions: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
     """Completed reads as ``probes`` rows: the requester's round trip, from ready to release."""
     reads = transactions[transactions["class"] == FcClass.NP.value]
