@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from sitssim.cli import app
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
-from sitssim.studies.rob_stall import rob_stall_study
 
 # A root complex with one near GPU and one far one: completions overtake each other.
 NEAR_AND_FAR = {
@@ -170,16 +169,6 @@ def test_tso_window_sees_translation_misses() -> None:
     assert verdicts[1.0].verdict == "pass"
     assert verdicts[0.0].verdict == "fail"
     assert verdicts[0.0].limit - verdicts[1.0].limit == pytest.approx(2 * 400.0)
-
-
-def test_rob_stalls_grow_with_gpu_count_in_a_direct_rc_fabric() -> None:
-    study = rob_stall_study(gpu_counts=(1, 4, 8), seeds=(0, 1), duration_ns=10_000.0)
-    stall = study.groupby("gpus")["stall_ns"].mean()
-    assert stall[1] <= stall[4] < stall[8]
-    per_gpu = study.groupby("gpus")["reads"].mean() / stall.index.to_numpy()
-    assert per_gpu.max() < 1.2 * per_gpu.min()
-    limits = study.set_index("gpus")["topology_limits"]
-    assert (limits[[1, 4]] == "pass").all() and (limits[8] == "fail").all()
 
 
 # --- bad input: exit 2 naming file, line and field ------------------------------------
