@@ -76,7 +76,7 @@ SUITE = (
     Benchmark(
         "scale",
         "bench_scale.py",
-        "cost per hop-event of 128 and 1024 GPUs",
+        "cost per hop-event from 128 to 1024 GPUs",
         argv=("--repeats", "3"),
         quick=("--gpus", "64", "128", "--duration", "1us"),
     ),

@@ -1,6 +1,6 @@
 """Scale benchmark: does the engine's cost per hop-event stay flat as the fabric grows?
 
-Run as ``python benchmarks/bench_scale.py [--gpus 128 1024] [--load 0.4] [--duration 20us]``.
+Run as ``python benchmarks/bench_scale.py [--gpus 128 256 512 1024] [--duration 20us]``.
 
 Each size is a two-level fat tree of radix 32 with 32 spines (full bisection) under uniform
 random traffic at ``--load`` of every GPU's injection bandwidth for ``--duration``, run end to
@@ -8,8 +8,9 @@ end by ``sitssim.simulate`` (PHY training, tables and clauses included), one siz
 other in this one process. The figure of merit is the simulation phase's wall time (the
 transport's run, after the build and the PHY training) per hop-event (one channel crossed
 by a delivered message), and the ratio of the largest size's to the smallest's: 1.0 means a
-hop costs the same however big the fabric is. The whole run's wall time and each phase's are
-printed beside it.
+hop costs the same however big the fabric is; and the worst growth of that cost per
+doubling of the GPUs between neighbouring sizes (the speed-and-scale target: at most 1.15).
+The whole run's wall time and each phase's are printed beside it.
 
 One size's simulation phase varies by up to 2x from run to run on a shared virtual machine
 (memory reclaim and page faults hit the big fabric's run hardest), so with ``--repeats N``
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -38,6 +40,7 @@ RADIX = 32
 SPINES = 32
 TARGET_RATIO = 1.5
 TARGET_RUN_S = 60.0  # the 1024-GPU fat tree, end to end
+TARGET_PER_DOUBLING = 1.15
 
 
 def fat_tree_scenario(gpus: int, load: float, duration: str, seed: int) -> Scenario:
@@ -87,7 +90,7 @@ def measure(gpus: int, load: float, duration: str, seed: int) -> dict[str, objec
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=int, nargs="+", default=[128, 1024])
+    parser.add_argument("--gpus", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--load", type=float, default=0.4)
     parser.add_argument("--duration", default="20us")
     parser.add_argument("--seed", type=int, default=1)
@@ -123,6 +126,22 @@ def main(argv: list[str] | None = None) -> int:
         f"per hop-event, {args.gpus[-1]} against {args.gpus[0]} GPUs: {ratio:.2f} x, median of "
         f"{len(ratios)} ({each}) (target <= {TARGET_RATIO:g} x) [{verdict}]"
     )
+    # Growth per doubling of the fabric between neighbouring sizes, the worst step of each
+    # repetition: a flat engine keeps every step near 1.
+    steps = [
+        max(
+            (rows[i + k + 1][cost] / rows[i + k][cost])
+            ** (1 / math.log2(args.gpus[k + 1] / args.gpus[k]))
+            for k in range(n - 1)
+        )
+        for i in range(0, len(rows), n)
+    ]
+    step = statistics.median(steps)
+    print(
+        f"worst growth per doubling: {step:.2f} x, median of {len(steps)} "
+        f"(target <= {TARGET_PER_DOUBLING:g} x) "
+        f"[{'met' if step <= TARGET_PER_DOUBLING else 'MISSED'}]"
+    )
     if args.json is not None:
         largest = max(r["wall_s"] for r in rows if r["gpus"] == args.gpus[-1])
         figures = {
@@ -136,6 +155,13 @@ def main(argv: list[str] | None = None) -> int:
                     ratio,
                     "<=",
                     TARGET_RATIO,
+                    "x",
+                ),
+                target(
+                    "worst growth of that cost per doubling of the GPUs",
+                    step,
+                    "<=",
+                    TARGET_PER_DOUBLING,
                     "x",
                 ),
                 target(f"{args.gpus[-1]} GPUs end to end", largest, "<=", TARGET_RUN_S, "s"),
