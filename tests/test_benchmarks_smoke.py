@@ -82,6 +82,8 @@ def test_scale_benchmark_counts_hop_events_and_reports_its_ratio(tmp_path: Path)
     spec = importlib.util.spec_from_file_location("bench_scale", BENCH.parent / "bench_scale.py")
     assert spec is not None and spec.loader is not None
     scale = importlib.util.module_from_spec(spec)
+    # Each size runs in a spawned process, which finds ``measure`` by its module's name.
+    sys.modules[spec.name] = scale
     spec.loader.exec_module(scale)
     out = tmp_path / "scale.json"
     code = scale.main(["--gpus", "64", "128", "--duration", "0.5us", "--json", str(out)])
