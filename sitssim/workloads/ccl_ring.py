@@ -33,7 +33,7 @@ so a slot is freed as soon as it is filled, except behind a slow link.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -56,10 +56,11 @@ Lane = tuple[int, int, int]
 """(loop, channel, chunk): one chunk of one channel's ring in one loop."""
 
 
-def lane_pieces(
+def _lane_splits(
     plan: RingPlan, size: int, max_message_bytes: int, writes: WritePackets
-) -> dict[Lane, list[int]]:
-    """Each lane's pieces (payload bytes), in loop, channel, chunk order (module docstring)."""
+) -> Iterator[tuple[Lane, int, int]]:
+    """Each lane with its payload bytes and how many pieces it is cut into, in loop,
+    channel, chunk order (module docstring); an empty lane has one empty piece."""
     n, op = plan.n_ranks, plan.operation
     protocol = PROTOCOLS[plan.protocol]
     slices = protocol.slices_per_chunk("ring", op)
@@ -67,7 +68,6 @@ def lane_pieces(
     lines = writes.data_within(max_message_bytes) // protocol.line_bytes
     per_message = max(1, lines * protocol.data_bytes_per_line)
     per_rank = chunk_sizes(size, n)
-    out: dict[Lane, list[int]] = {}
     grid = 0
     for loop, chunk in enumerate(plan.chunks):
         for ch in range(plan.channels):
@@ -77,12 +77,21 @@ def lane_pieces(
                 else:
                     nbytes = min(chunk, per_rank[c] - grid // n - ch * chunk)
                 if nbytes <= 0:
-                    out[(loop, ch, c)] = [0]
+                    yield (loop, ch, c), 0, 1
                     continue
                 count = slices if slices > 1 else -(-nbytes // per_message)
-                out[(loop, ch, c)] = chunk_sizes(nbytes, min(count, nbytes))
+                yield (loop, ch, c), nbytes, min(count, nbytes)
         grid += chunk * plan.channels * n
-    return out
+
+
+def lane_pieces(
+    plan: RingPlan, size: int, max_message_bytes: int, writes: WritePackets
+) -> dict[Lane, list[int]]:
+    """Each lane's pieces (payload bytes), in loop, channel, chunk order (module docstring)."""
+    return {
+        lane: chunk_sizes(nbytes, count)
+        for lane, nbytes, count in _lane_splits(plan, size, max_message_bytes, writes)
+    }
 
 
 def piece_wire_bytes(protocol: Protocol, writes: WritePackets, nbytes: int) -> int:
@@ -94,11 +103,16 @@ def piece_wire_bytes(protocol: Protocol, writes: WritePackets, nbytes: int) -> i
 def ring_messages(plan: RingPlan, size: int, max_message_bytes: int, writes: WritePackets) -> int:
     """Messages a call of ``plan`` sends: every lane's chunk once per ring step."""
     protocol = PROTOCOLS[plan.protocol]
-    per_pass = sum(
-        -(-piece_wire_bytes(protocol, writes, p) // max_message_bytes)
-        for pieces in lane_pieces(plan, size, max_message_bytes, writes).values()
-        for p in pieces
-    )
+
+    def messages(piece: int) -> int:
+        return -(-piece_wire_bytes(protocol, writes, piece) // max_message_bytes)
+
+    # Counted, not listed (the resource estimate asks before every run): a lane's pieces
+    # come in two sizes, as chunk_sizes cuts them.
+    per_pass = 0
+    for _, nbytes, count in _lane_splits(plan, size, max_message_bytes, writes):
+        base, extra = divmod(nbytes, count)
+        per_pass += extra * messages(base + 1) + (count - extra) * messages(base)
     return plan.steps_per_loop * per_pass
 
 

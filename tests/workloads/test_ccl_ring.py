@@ -16,9 +16,17 @@ from idle_fabrics import idle_transport
 
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.plan import ring_plan
+from sitssim.ccl.protocols import PROTOCOLS
+from sitssim.ccl.write_packets import SM_WRITES
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
-from sitssim.workloads.ccl_ring import CclCall, CclRing
+from sitssim.workloads.ccl_ring import (
+    CclCall,
+    CclRing,
+    lane_pieces,
+    piece_wire_bytes,
+    ring_messages,
+)
 from sitssim.workloads.collectives import CollectiveHandle, ring_all_reduce_lower_bound_ns
 
 HGX = {"kind": "nvswitch", "gpus": 8, "planes": 4, "links_per_gpu": 18}
@@ -154,3 +162,20 @@ def test_simple_posts_a_chunk_in_two_slices_each_forwarded_as_it_lands() -> None
     assert to_1[3] <= from_1[8] < to_1[7]
     fabric = idle()[0]
     assert h.duration_ns >= ring_all_reduce_lower_bound_ns(fabric, fabric.gpus, size)
+
+
+@pytest.mark.parametrize("operation", ["all_reduce", "all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
+@pytest.mark.parametrize("size", [8, 1000, 65_537, 3 * MIB + 7, 33 * MIB])
+@pytest.mark.parametrize("cap", [4096, 256 * 1024])
+def test_the_counted_messages_are_those_of_the_pieces_listed(
+    operation: str, protocol: str, size: int, cap: int
+) -> None:
+    plan = ring_plan(operation, protocol, size, 8, 4)
+    proto = PROTOCOLS[protocol]
+    listed = sum(
+        -(-piece_wire_bytes(proto, SM_WRITES, piece) // cap)
+        for pieces in lane_pieces(plan, size, cap, SM_WRITES).values()
+        for piece in pieces
+    )
+    assert ring_messages(plan, size, cap, SM_WRITES) == plan.steps_per_loop * listed
