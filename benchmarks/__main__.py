@@ -149,8 +149,9 @@ def run(bench: Benchmark, quick: bool) -> dict[str, Any]:
     }
     # A benchmark exits non-zero when a check of its own fails (the models disagree, an
     # estimate is out of bounds); what figures it wrote are kept beside the failure.
-    result["targets"] = figures.pop("targets") if figures is not None else []
+    result["targets"] = []
     if figures is not None:
+        result["targets"] = figures.pop("targets")
         result["figures"] = figures
     if proc.returncode != 0 or figures is None:
         said = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines()

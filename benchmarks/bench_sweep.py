@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from sitssim.sweeps.run import sweep  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from targets import target  # noqa: E402
+from targets import target, verdict  # noqa: E402
 
 TARGET = 1.7
 STUDY = """\
@@ -69,32 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     if not frames[1][columns].equals(frames[args.workers][columns]):
         raise SystemExit("the pooled sweep gave other rows than the serial one")
     ratio = timings[1] / timings[args.workers]
-    verdict = "met" if ratio >= TARGET else "MISSED"
+    speed_up = target(
+        f"{points}-point sweep, --workers {args.workers} over --workers 1", ratio, ">=", TARGET, "x"
+    )
     print(
         f"speed-up of --workers {args.workers} over --workers 1: {ratio:.2f} "
-        f"(target >= {TARGET:g}) [{verdict}]"
+        f"(target >= {TARGET:g}) [{verdict(speed_up['met'])}]"
     )
     if args.json is not None:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "wall_s": timings,
-                    "ratio": ratio,
-                    "targets": [
-                        target(
-                            f"{points}-point sweep, --workers {args.workers} over --workers 1",
-                            ratio,
-                            ">=",
-                            TARGET,
-                            "x",
-                        )
-                    ],
-                },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        figures = {"wall_s": timings, "ratio": ratio, "targets": [speed_up]}
+        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

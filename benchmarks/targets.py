@@ -29,3 +29,8 @@ def target(
         "unit": unit,
         "met": met,
     }
+
+
+def verdict(met: bool | None) -> str:
+    """A target's mark on a report line: ``met`` or ``MISSED``."""
+    return "met" if met else "MISSED"
