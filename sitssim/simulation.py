@@ -30,6 +30,7 @@ from sitssim.scenario import Scenario
 from sitssim.spec.registry import RunContext, Verdict, judge_all
 from sitssim.stages.base import Finished, Stage, Wiring
 from sitssim.stages.registry import STAGES
+from sitssim.summaries import sample_summary
 from sitssim.switch.registry import switch_model
 from sitssim.switch.saturation import saturation_metrics
 
@@ -242,16 +243,7 @@ def _config_table(scenario: Scenario) -> pd.DataFrame:
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
-    if len(values) == 0:
-        return {"mean": None, "p50": None, "p99": None, "p999": None, "max": None}
-    q = np.quantile(values, [0.5, 0.99, 0.999])
-    return {
-        "mean": float(values.mean()),
-        "p50": float(q[0]),
-        "p99": float(q[1]),
-        "p999": float(q[2]),
-        "max": float(values.max()),
-    }
+    return sample_summary(values, ("mean", "p50", "p99", "p999", "max"))
 
 
 def _metrics(

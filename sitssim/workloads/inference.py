@@ -84,6 +84,7 @@ from sitssim.protocol.token_frames import (
     encode,
 )
 from sitssim.rng import component_rng
+from sitssim.summaries import sample_summary
 from sitssim.workloads.ccl_calls import NcclCalls
 from sitssim.workloads.ccl_choice import not_an_nccl_fabric
 from sitssim.workloads.ccl_nvls import CclNvls
@@ -1148,11 +1149,7 @@ def inference_tables(drivers: list[InferenceDriver]) -> dict[str, pd.DataFrame]:
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
-    values = values[np.isfinite(values)]
-    if not len(values):
-        return {"mean": None, "p50": None, "p99": None}
-    p50, p99 = np.quantile(values, [0.5, 0.99])
-    return {"mean": float(values.mean()), "p50": float(p50), "p99": float(p99)}
+    return sample_summary(values[np.isfinite(values)], ("mean", "p50", "p99"))
 
 
 def inference_metrics(

@@ -50,6 +50,7 @@ from sitssim.fabric.messages import KIND_TXN_COMPLETION, KIND_TXN_READ, KIND_TXN
 from sitssim.fabric.ordering import EgressQueue, ReorderBuffer, Tlp
 from sitssim.link.credits import FcClass
 from sitssim.rng import component_rng
+from sitssim.summaries import sample_summary
 from sitssim.workloads.arrivals import poisson_times
 
 if TYPE_CHECKING:
@@ -339,7 +340,7 @@ def transaction_tables(runs: Sequence[TransactionRun]) -> dict[str, pd.DataFrame
 
 
 def transaction_metrics(
-    runs: list[TransactionRun], tables: dict[str, pd.DataFrame], simulated_ns: float
+    runs: Sequence[TransactionRun], tables: dict[str, pd.DataFrame], simulated_ns: float
 ) -> dict[str, object]:
     """Report summary per workload (by name, else ``workload<index>``): its requests, the
     time its reorder buffer had no free tag (and that time's share of the run), and its
@@ -355,16 +356,10 @@ def transaction_metrics(
             "reads_completed": len(reads),
             "rob_stall_ns": stall_ns,
             "rob_stall_fraction": stall_ns / simulated_ns if simulated_ns > 0 else 0.0,
-            "read_rtt_ns": _quantiles(reads["rtt_ns"]),
-            "rob_wait_ns": _quantiles(reads["rob_wait_ns"]),
+            "read_rtt_ns": sample_summary(reads["rtt_ns"].to_numpy(), ("p50", "p99")),
+            "rob_wait_ns": sample_summary(reads["rob_wait_ns"].to_numpy(), ("p50", "p99")),
         }
     return out
-
-
-def _quantiles(values: pd.Series) -> dict[str, float | None]:
-    if values.empty:
-        return {"p50": None, "p99": None}
-    return {"p50": float(values.quantile(0.5)), "p99": float(values.quantile(0.99))}
 
 
 def transaction_probe_rows(transactions: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
