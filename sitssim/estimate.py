@@ -268,22 +268,22 @@ def _tenant_requests(
     return WorkloadEstimate(2.0 * span * per_ns, ("duration",))
 
 
-# The last scenario's inference drivers, with the scenario and fabric they were built for
-# (held, so that their ids stay theirs): building them builds a transport over the whole
-# fabric, and each inference workload's estimate would otherwise build them all again.
-_drivers_built: dict[tuple[int, int], tuple[Scenario, Fabric, dict[int, Any]]] = {}
+# The inference drivers of the scenario being estimated, kept for the length of one
+# ``estimate`` call: building them lays a transport over the whole fabric, and each
+# inference workload's estimate would otherwise build them all again.
+_drivers_built: dict[int, Any] | None = None
 
 
 def _inference_drivers(scenario: Scenario, fabric: Fabric) -> dict[int, Any]:
+    global _drivers_built
     from sitssim.stages.inference import inference_section
     from sitssim.workloads.inference import inference_drivers
 
-    key = (id(scenario), id(fabric))
-    if key not in _drivers_built:
-        _drivers_built.clear()
-        drivers = inference_drivers(inference_section(scenario), fabric, Locator(scenario.error))
-        _drivers_built[key] = (scenario, fabric, drivers)
-    return _drivers_built[key][2]
+    if _drivers_built is None:
+        _drivers_built = inference_drivers(
+            inference_section(scenario), fabric, Locator(scenario.error)
+        )
+    return _drivers_built
 
 
 def _inference(
@@ -380,8 +380,12 @@ def estimate(scenario: Scenario, fabric: Fabric) -> Estimate:
         links=len(fabric.channels) // 2,
         mean_hops=_mean_hops(fabric),
     )
-    for i, wl in enumerate(scenario.workloads):
-        est.workloads.append(ESTIMATORS[type(wl)](scenario, fabric, i, wl))
+    global _drivers_built
+    try:
+        for i, wl in enumerate(scenario.workloads):
+            est.workloads.append(ESTIMATORS[type(wl)](scenario, fabric, i, wl))
+    finally:
+        _drivers_built = None
     est.clock_messages = _clock_messages(scenario, fabric)
     if scenario.switch.model == "input_queued" and fabric.switches:
         est.crossings_per_message = max(est.mean_hops - 1.0, 0.0)
