@@ -18,7 +18,8 @@ from sitssim.estimate import Estimate, check_fits, estimate
 from sitssim.fabric.topology import Fabric, build_fabric
 from sitssim.scenario import Scenario
 from sitssim.stages.base import StageSpec
-from sitssim.stages.registry import CHECKED
+from sitssim.stages.registry import CHECKED, STAGES
+from sitssim.workloads.section import WorkloadSection
 
 CHECKS: list[StageSpec] = list(CHECKED)
 
@@ -46,6 +47,29 @@ def preflight(scenario: Scenario) -> Preflight:
     fabric = build_fabric(scenario)
     for spec in CHECKS:
         spec.check(scenario, fabric)
+    check_fidelity(scenario)
     est = estimate(scenario, fabric)
     check_fits(scenario, est)
     return Preflight(scenario=scenario, fabric=fabric, estimate=est)
+
+
+def check_fidelity(scenario: Scenario) -> None:
+    """Refuse a flow-level run of a workload only the packet transport can carry.
+
+    A flow-level run leaves out the stages whose models need packets (``packet_only``):
+    a left-out link-layer or switch model makes its clauses n/a, but a left-out workload
+    would drop its traffic without a word, so it is an error here instead.
+    """
+    if scenario.fidelity == "packet":
+        return
+    for spec in STAGES:
+        if spec.packet_only is None:
+            continue
+        section = spec.section(scenario)
+        if isinstance(section, WorkloadSection) and section.workloads:
+            index, workload = section.workloads[0]
+            raise scenario.error(
+                ("workloads", index, "kind"),
+                f"a {workload.kind} workload needs fidelity: packet (this run is flow-level): "
+                f"a flow-level run does not model {spec.packet_only}",
+            )

@@ -94,6 +94,11 @@ SCHEMA_VERSION = 1
 NodeName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 
 
+Fidelity = Literal["packet", "flow"]
+"""What a run models its messages as: packets over ports and switches, or fluid flows."""
+FIDELITIES: tuple[str, ...] = get_args(Fidelity)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -430,6 +435,12 @@ class Scenario(_Strict):
     description: str = ""
     seed: Seed = 0
     duration: PositiveTime
+    fidelity: Fidelity = Field(
+        default="packet",
+        description="packet: every message over ports, switches and links as they work; "
+        "flow: every message a max-min fair fluid flow (faster, approximate; the clauses that "
+        "need packet-level facts are n/a)",
+    )
     topology: Topology
     links: dict[NodeName, LinkProfile] = Field(default_factory=lambda: {"default": LinkProfile()})
     switch: SwitchParams = Field(default_factory=SwitchParams)

@@ -15,12 +15,15 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from sitssim.fabric.carrier import Carrier
+from sitssim.fabric.flow_transport import FlowTransport
 from sitssim.fabric.messages import (
     KIND_DATA,
     KIND_NAMES,
     KIND_PROBE_COMPLETION,
     KIND_PROBE_REQUEST,
 )
+from sitssim.fabric.nodes import Node
 from sitssim.fabric.oracles import ThroughputBound, throughput_bound, zero_load_latency_ns
 from sitssim.fabric.routing import Router
 from sitssim.fabric.topology import Fabric
@@ -58,7 +61,7 @@ class RunResult:
 
 
 def _messages_table(
-    transport: Transport, router: Router, fabric: Fabric, scenario: Scenario
+    transport: Carrier, router: Router, fabric: Fabric, scenario: Scenario
 ) -> pd.DataFrame:
     route = np.asarray(transport.route_ids(), dtype=np.int64)
     size = np.asarray(transport.size, dtype=np.int64)
@@ -95,11 +98,7 @@ def _messages_table(
                 router.routes,
                 route,
                 size,
-                {
-                    n.name: n.cut_through_bytes
-                    for n in transport.node_objects
-                    if n.cut_through_bytes
-                },
+                transport.cut_through,
             ),
             "hops": hops[route] if len(route) else np.zeros(0, dtype=np.int64),
             "route": route,
@@ -133,7 +132,7 @@ def _probes_table(messages: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _links_table(transport: Transport, fabric: Fabric, span_ns: float) -> pd.DataFrame:
+def _links_table(transport: Carrier, fabric: Fabric, span_ns: float) -> pd.DataFrame:
     ports = transport.ports
     channels = fabric.channels
     return pd.DataFrame(
@@ -236,10 +235,15 @@ def _nodes_table(fabric: Fabric) -> pd.DataFrame:
 
 
 def _config_table(scenario: Scenario) -> pd.DataFrame:
-    """The configured values a clause is judged against, as one row (NaN: not configured):
-    judges read tables, never the scenario."""
+    """The configured values a clause is judged against, as one row (NaN: not configured),
+    and what the run modelled its messages as: judges read tables, never the scenario."""
     window = scenario.root_complex.tso_window
-    return pd.DataFrame({"tso_window_ns": [np.nan if window is None else float(window)]})
+    return pd.DataFrame(
+        {
+            "tso_window_ns": [np.nan if window is None else float(window)],
+            "fidelity": [scenario.fidelity],
+        }
+    )
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
@@ -292,6 +296,45 @@ def _merge_metrics(metrics: dict[str, object], sections: dict[str, object]) -> N
             metrics[key] = value
 
 
+def _packet_transport(
+    fabric: Fabric, router: Router, nodes: list[str], wiring: Wiring, switch: type[Node]
+) -> Carrier:
+    return Transport(
+        simpy.Environment(),
+        fabric,
+        router,
+        nodes,
+        wiring.schedule,
+        wiring.flit_links,
+        wiring.credit_links,
+        switch,
+        wiring.message_vcs,
+        answered_kinds=wiring.answered_kinds,
+        answer_slots=wiring.answer_slots,
+    )
+
+
+def _flow_transport(
+    fabric: Fabric, router: Router, nodes: list[str], wiring: Wiring, switch: type[Node]
+) -> Carrier:
+    return FlowTransport(
+        simpy.Environment(),
+        fabric,
+        router,
+        nodes,
+        wiring.schedule,
+        wiring.message_vcs,
+        cut_through_bytes=switch.cut_through_bytes,
+    )
+
+
+TRANSPORTS: dict[str, Callable[[Fabric, Router, list[str], Wiring, type[Node]], Carrier]] = {
+    "packet": _packet_transport,
+    "flow": _flow_transport,
+}
+"""The transport of each ``fidelity``, built from what the stages wired and the switch model."""
+
+
 class _PhaseClock:
     """Wall time per phase, each lap from the end of the one before."""
 
@@ -323,20 +366,13 @@ def simulate(
     clock.lap("preflight")
     nodes = sorted(fabric.graph)
     wiring = Wiring(node_id={n: i for i, n in enumerate(nodes)})
-    stages: list[Stage] = [spec.build(scenario, fabric, wiring) for spec in STAGES]
+    fluid = scenario.fidelity == "flow"
+    stages: list[Stage] = [
+        spec.build(scenario, fabric, wiring) for spec in STAGES if not (fluid and spec.packet_only)
+    ]
     router = Router(fabric)
-    transport = Transport(
-        simpy.Environment(),
-        fabric,
-        router,
-        nodes,
-        wiring.schedule,
-        wiring.flit_links,
-        wiring.credit_links,
-        switch_model(scenario.switch, wiring.vc_slots),
-        wiring.message_vcs,
-        answered_kinds=wiring.answered_kinds,
-        answer_slots=wiring.answer_slots,
+    transport = TRANSPORTS[scenario.fidelity](
+        fabric, router, nodes, wiring, switch_model(scenario.switch, wiring.vc_slots)
     )
     for stage in stages:
         stage.start(transport)
@@ -366,9 +402,14 @@ def simulate(
     clock.lap("tables")
     verdicts = judge_all(RunContext(tables=tables))
     metrics = _metrics(tables, bound, scenario, simulated_ns)
-    # A crossbar bench's measured saturation throughput; None (no section) on any other fabric.
-    saturation = saturation_metrics(
-        fabric, tables["messages"], tables["links"], np.asarray(transport.t_left, dtype=float)
+    # A crossbar bench's measured saturation throughput; None (no section) on any other
+    # fabric, and in a flow-level run, whose flows start on no port's serialiser.
+    saturation = (
+        None
+        if fluid
+        else saturation_metrics(
+            fabric, tables["messages"], tables["links"], np.asarray(transport.t_left, dtype=float)
+        )
     )
     if saturation is not None:
         _merge_metrics(metrics, {"switch": saturation})

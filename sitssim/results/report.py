@@ -38,10 +38,15 @@ def _clean(value: Any) -> Any:
 def report_dict(result: RunResult) -> dict[str, Any]:
     scenario = result.scenario
     counts = {k: sum(v.verdict == k for v in result.verdicts) for k in ("pass", "fail", "n/a")}
+    named: dict[str, Any] = {"name": scenario.name, "sha256": scenario.source.sha256}
+    # Only a flow-level run says so: ``--fidelity flow`` runs a file whose hash is the
+    # packet-level run's, and every packet-level report stays as it was.
+    if scenario.fidelity != "packet":
+        named["fidelity"] = scenario.fidelity
     return _clean(
         {
             "sitssim": __version__,
-            "scenario": {"name": scenario.name, "sha256": scenario.source.sha256},
+            "scenario": named,
             "seed": result.seed,
             "simulated_ns": result.simulated_ns,
             "summary": counts,

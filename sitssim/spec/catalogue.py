@@ -108,6 +108,7 @@ CATALOGUE: tuple[Clause, ...] = (
         "Every TS1/TS2 ordered set carries a SITS timestamp, strictly monotonic per link.",
         4,
         limits=_none_over("sets"),
+        packet_facts="the timestamp each ordered set carries as it leaves its port",
     ),
     Clause(
         "fabric.hop_limit",
@@ -125,6 +126,7 @@ CATALOGUE: tuple[Clause, ...] = (
         4,
         limits={"skew": Limit("<=", "ns")},
         params={"base_rtt_ns": 85.0, "per_gpu_ns": 12.5, "phy_uncertainty_ns": 42.0},
+        packet_facts="fences timestamped as they leave and reach each GPU's port",
     ),
     Clause(
         "fabric.tso_window",
@@ -135,6 +137,10 @@ CATALOGUE: tuple[Clause, ...] = (
         2,
         limits={"window": Limit(">=", "ns")},
         params={"rtt_factor": 2.0, "margin_ns": 150.0, "rtt_quantile": 0.99},
+        packet_facts=(
+            "the p99 round trip of small probes queued behind whole packets (a fluid "
+            "flow shares rates and never waits behind one)"
+        ),
     ),
     Clause(
         "fabric.topology_limits",
@@ -173,6 +179,7 @@ CATALOGUE: tuple[Clause, ...] = (
             # buffers (a cycle possible before the run is a warning, not a count).
             "deadlocks": Limit("<=", "deadlocks", 0.0),
         },
+        packet_facts="full switch buffers and answer queues, watched for a cycle",
     ),
     Clause(
         "switch.ecmp_weight",
@@ -190,6 +197,7 @@ CATALOGUE: tuple[Clause, ...] = (
         },
         # Pearson's chi-square needs about 5 expected flows per member to hold.
         params={"min_expected_flows": 5.0},
+        packet_facts="the switches' per-hop flow hashing and the LLDP probes' measured delay",
     ),
     Clause(
         "token.frame_format",

@@ -82,6 +82,9 @@ class Clause:
     clause must have a judge and a non-modelled one must not (``registry.py`` checks
     both at import), so an ``n/a`` "not modelled yet" is a decision written here,
     never a forgotten registration. ``issue`` names the issue that brings the model.
+    ``packet_facts``: what the verdict rests on that only a packet-level run observes; a
+    flow-level run (``fidelity: flow``) judges the clause n/a, saying so (None: a fluid
+    run has the facts).
     """
 
     id: str
@@ -92,6 +95,7 @@ class Clause:
     modelled: bool = True
     limits: Mapping[str, Limit] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
+    packet_facts: str | None = None
 
     def verdict(self, verdict: VerdictKind, **kwargs: Any) -> Verdict:
         return Verdict(id=self.id, layer=self.layer, verdict=verdict, **kwargs)

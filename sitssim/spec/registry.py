@@ -39,6 +39,7 @@ __all__ = [
     "Verdict",
     "bind_judges",
     "evidence",
+    "fidelity_of",
     "judge_all",
 ]
 
@@ -87,11 +88,27 @@ def bind_judges(
 JUDGES: dict[str, BoundJudge] = bind_judges(CLAUSES, JUDGE_TABLES)
 
 
+def fidelity_of(ctx: RunContext) -> str:
+    """What the run modelled its messages as (the ``config`` table's ``fidelity``)."""
+    config = ctx.tables.get("config")
+    if config is None or "fidelity" not in config:
+        return "packet"
+    return str(config["fidelity"].iloc[0])
+
+
 def judge_all(ctx: RunContext) -> list[Verdict]:
-    """A verdict on every catalogue clause, in catalogue order."""
+    """A verdict on every catalogue clause, in catalogue order; in a flow-level run, a
+    clause that needs packet-level facts is n/a, with what they are."""
+    fluid = fidelity_of(ctx) == "flow"
     verdicts = []
     for clause in CLAUSES.values():
-        if clause.modelled:
+        if fluid and clause.packet_facts:
+            verdicts.append(
+                clause.not_applicable(
+                    f"a flow-level run (fidelity: flow) does not model {clause.packet_facts}"
+                )
+            )
+        elif clause.modelled:
             verdicts.append(JUDGES[clause.id](ctx))
         else:
             where = f"issue #{clause.issue}" if clause.issue else "the roadmap's next layer"

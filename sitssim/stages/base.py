@@ -127,13 +127,16 @@ class Stage:
 @dataclass(frozen=True)
 class StageSpec(Generic[S]):
     """A registry entry: the stage's name, the selector of its config section, its builder,
-    which may check again (a library caller may skip ``preflight``), and its pre-run check
-    (None: nothing to check)."""
+    which may check again (a library caller may skip ``preflight``), its pre-run check
+    (None: nothing to check), and, for a stage whose models need the packet transport's
+    ports, switches or per-packet timing, what those are (``packet_only``): a flow-level
+    run (``fidelity: flow``) checks its section but does not build it."""
 
     name: str
     section: Callable[[Scenario], S]
     builder: Builder[S]
     checker: SectionCheck[S] | None = None
+    packet_only: str | None = None
 
     def check(self, scenario: Scenario, fabric: Fabric) -> None:
         """Run the stage's pre-run check on its section of ``scenario``."""

@@ -58,5 +58,9 @@ def _build(section: ClockSection, fabric: Fabric, wiring: Wiring, where: Locator
 
 
 STAGE = StageSpec(
-    name="clocks", section=clock_section, builder=_build, checker=check_clock_references
+    name="clocks",
+    section=clock_section,
+    builder=_build,
+    checker=check_clock_references,
+    packet_only="timestamps taken as a message starts serialising on a port",
 )

@@ -123,4 +123,9 @@ def _build(profile: CreditProfile, fabric: Fabric, wiring: Wiring, where: Locato
     return stage
 
 
-STAGE = StageSpec(name="credits", section=credit_section, builder=_build)
+STAGE = StageSpec(
+    name="credits",
+    section=credit_section,
+    builder=_build,
+    packet_only="credit flow control on every credited channel",
+)

@@ -273,4 +273,10 @@ def _build(section: EcmpSection, fabric: Fabric, wiring: Wiring, where: Locator)
     return _EcmpRun(config, groups, weights, lldp, faulty)
 
 
-STAGE = StageSpec(name="ecmp", section=ecmp_section, builder=_build, checker=check_ecmp)
+STAGE = StageSpec(
+    name="ecmp",
+    section=ecmp_section,
+    builder=_build,
+    checker=check_ecmp,
+    packet_only="per-hop weighted flow hashing in the switches, and LLDP probes' timing",
+)

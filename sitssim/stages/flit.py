@@ -137,4 +137,9 @@ def _build(section: FlitSection, fabric: Fabric, wiring: Wiring, where: Locator)
     return stage
 
 
-STAGE = StageSpec(name="flit", section=flit_section, builder=_build)
+STAGE = StageSpec(
+    name="flit",
+    section=flit_section,
+    builder=_build,
+    packet_only="flit errors, replays and ordered sets on each channel",
+)

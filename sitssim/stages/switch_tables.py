@@ -53,4 +53,9 @@ def _build(
     return SwitchTablesStage(tenants)
 
 
-STAGE = StageSpec(name="switch_tables", section=tenant_names, builder=_build)
+STAGE = StageSpec(
+    name="switch_tables",
+    section=tenant_names,
+    builder=_build,
+    packet_only="the input-queued switches' buffers and VC occupancy",
+)

@@ -284,4 +284,6 @@ STAGE = StageSpec(
     section=tenant_requests_section,
     builder=_build,
     checker=check_tenant_request_workloads,
+    packet_only="bounded answer queues and switch buffers, where requests wait (and can "
+    "deadlock) holding their credits",
 )

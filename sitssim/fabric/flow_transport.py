@@ -1,0 +1,268 @@
+"""The flow-level transport: every message a fluid flow, channels shared max-min fairly.
+
+Theory of operation
+-------------------
+A message is a flow over the same route the packet transport would give it (the same
+router, the same ranks among a pair's tied paths). While it is in flight it has a rate;
+the rates of all flows in flight are the max-min fair allocation of the channels'
+capacities (``sitssim.fabric.max_min``), recomputed whenever the set of flows or a
+channel's capacity changes: at a flow's arrival, at a departure, and at the start and end
+of a link's outage (a channel in an outage has capacity zero). Max-min fairness splits
+over the connected parts of the flows-and-channels graph, so only the part a change
+touched is recomputed; every other flow keeps its rate. Between two changes a flow's rate
+is constant, so its remaining bytes fall linearly and its departure is known: the
+departures wait in a heap (an entry is stale once its flow's rate changed), and one event
+is kept for the earliest. Changes at one instant are gathered into one recomputation.
+
+A flow that has sent its last byte is delivered after the rest of its route's zero-load
+latency: what an empty fabric adds to the bottleneck's serialisation (the other hops'
+serialisation, or the cut-through heads, each link's flight and each node's latency). So
+at zero load a flow is delivered exactly when the packet transport's oracle says, and
+under load the fluid sharing stands for the queues.
+
+What it does not model, by construction: head-of-line blocking, credit stalls, flit
+replays, switch buffers and VC arbitration, and the order of packets on a port. A channel's
+``busy_ns`` is the time its capacity would take to carry what crossed it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import simpy
+
+from sitssim.fabric.carrier import Carrier
+from sitssim.fabric.max_min import max_min_rates
+from sitssim.fabric.oracles import zero_load_latency_ns
+from sitssim.fabric.ports import Hop, callbacks_of
+from sitssim.fabric.routing import Route, Router
+from sitssim.fabric.schedule import Schedule
+from sitssim.fabric.topology import Fabric
+
+DONE_RTOL = 1e-9
+"""A flow is done once its remaining bytes are at most this share of its size: the
+rounding of rate x time, never a modelling choice."""
+
+
+class FluidChannel:
+    """One channel's capacity and counters in a flow-level run (the tables' ``links``)."""
+
+    __slots__ = ("busy_ns", "bytes", "bytes_per_ns", "down", "id", "messages", "outages")
+
+    def __init__(self, channel_id: int, bytes_per_ns: float) -> None:
+        self.id = channel_id
+        self.bytes_per_ns = bytes_per_ns
+        self.messages = 0
+        self.bytes = 0
+        self.busy_ns = 0.0
+        self.down = 0
+        """How many outages hold the channel down now."""
+        self.outages: list[tuple[float, float]] = []
+
+    def add_outage(self, start_ns: float, end_ns: float) -> None:
+        """No byte crosses from ``start_ns`` to ``end_ns`` (the PHY stage's retrains)."""
+        self.outages.append((start_ns, end_ns))
+
+
+class FlowTransport(Carrier):
+    """Messages as max-min fair fluid flows (see the module docstring).
+
+    ``cut_through_bytes``: the switches' virtual cut-through head (0: store and forward),
+    which the zero-load part of a flow's latency follows as the packet transport's does.
+    """
+
+    fidelity = "flow"
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        fabric: Fabric,
+        router: Router,
+        nodes: list[str],
+        schedule: Schedule,
+        message_vcs: Sequence[Sequence[int]] | None = None,
+        cut_through_bytes: int = 0,
+    ) -> None:
+        super().__init__(env, fabric, router, nodes, schedule, message_vcs)
+        graph = fabric.graph
+        self._cut_through = (
+            {n: cut_through_bytes for n in nodes if graph.nodes[n]["kind"] == "switch"}
+            if cut_through_bytes
+            else {}
+        )
+        self.ports = [FluidChannel(c.id, c.bytes_per_ns) for c in fabric.channels]
+        self._capacity = [c.bytes_per_ns for c in fabric.channels]
+        self.rank: list[int] = []
+        self._tails: dict[tuple[int, int], float] = {}
+        self._tail_of: list[float] = []
+        """Per message: how long after its last byte left its source it is delivered."""
+        # The flows in flight: each one's channels, and its bytes left at ``_since`` and
+        # rate since then; each channel's flows, in order of arrival.
+        self._path: dict[int, tuple[int, ...]] = {}
+        self._left: dict[int, float] = {}
+        self._since: dict[int, float] = {}
+        self._rate: dict[int, float] = {}
+        self._on: list[dict[int, None]] = [{} for _ in fabric.channels]
+        self._touched: dict[int, None] = {}
+        """The channels whose flows or capacity changed since the last recomputation."""
+        self._departures: list[tuple[float, int, int]] = []
+        """(when, message, stamp): a flow's departure at its rate as of ``stamp``."""
+        self._stamp: dict[int, int] = {}
+        self._stamps = 0
+        self._wake_at = math.inf
+        self._recompute_due = False
+        self._recompute_cbs = callbacks_of(self._recompute)
+        self._departure_cbs = callbacks_of(self._departure)
+        self._deliver_cbs = callbacks_of(self._delivered)
+        self._capacity_cbs = callbacks_of(self._capacity_change)
+
+    @property
+    def cut_through(self) -> dict[str, int]:
+        return dict(self._cut_through)
+
+    def route_ids(self) -> list[int]:
+        """Each message's route id (``router.routes``), from the path rank it was given."""
+        return self.router.route_ids(self.src, self.dst, self.rank)
+
+    # --- flows -----------------------------------------------------------------
+
+    def start(self) -> None:
+        for port in self.ports:
+            for start, end in port.outages:
+                self.env.schedule(Hop(self._capacity_cbs, ~port.id), delay=start)
+                self.env.schedule(Hop(self._capacity_cbs, port.id), delay=end)
+        super().start()
+
+    def _route(self, msg: int) -> Route:
+        src, dst = self.src[msg], self.dst[msg]
+        names = self.nodes
+        routes = self.router.selector(names[src], names[dst]).routes
+        k = self.router.rank(src, dst, len(routes)) if len(routes) > 1 else 0
+        self.rank.append(k)
+        return routes[k]
+
+    def _tail(self, route: Route, size: int) -> float:
+        """What the route's zero-load latency adds to the bottleneck's serialisation."""
+        key = (route.id, size)
+        tail = self._tails.get(key)
+        if tail is None:
+            alone = Route(0, route.nodes, route.channels)
+            zero_load = zero_load_latency_ns(
+                self.fabric,
+                [alone],
+                np.zeros(1, dtype=np.int64),
+                np.array([size]),
+                self._cut_through,
+            )[0]
+            bottleneck = min(self.ports[c].bytes_per_ns for c in route.channels)
+            tail = self._tails[key] = float(zero_load) - size / bottleneck
+        return tail
+
+    def _launch(self, msg: int, vc: int, replica: bool) -> None:
+        route = self._route(msg)
+        size = self.size[msg]
+        path = route.channels
+        for c in path:
+            port = self.ports[c]
+            port.messages += 1
+            port.bytes += size
+            port.busy_ns += size / port.bytes_per_ns
+            self._on[c][msg] = None
+            self._touched[c] = None
+        self._tail_of.append(self._tail(route, size))
+        self._path[msg] = path
+        self._left[msg] = float(size)
+        self._since[msg] = self.env._now
+        self._rate[msg] = 0.0
+        self._recompute_soon()
+
+    def _recompute_soon(self) -> None:
+        """Recompute the rates once every change of this instant is in."""
+        if not self._recompute_due:
+            self._recompute_due = True
+            self.env.schedule(Hop(self._recompute_cbs, 0), delay=0.0)
+
+    def _capacity_change(self, ev: Hop) -> None:
+        going_down = ev.msg < 0
+        port = self.ports[~ev.msg if going_down else ev.msg]
+        port.down += 1 if going_down else -1
+        self._capacity[port.id] = 0.0 if port.down else port.bytes_per_ns
+        self._touched[port.id] = None
+        self._recompute_soon()
+
+    def _affected(self) -> list[int]:
+        """The flows connected, through shared channels, to a channel that changed."""
+        on, path = self._on, self._path
+        seen_channels = dict(self._touched)
+        frontier = list(self._touched)
+        self._touched = {}
+        flows: dict[int, None] = {}
+        while frontier:
+            c = frontier.pop()
+            for msg in on[c]:
+                if msg not in flows:
+                    flows[msg] = None
+                    for other in path[msg]:
+                        if other not in seen_channels:
+                            seen_channels[other] = None
+                            frontier.append(other)
+        return list(flows)
+
+    def _recompute(self, _ev: Hop) -> None:
+        self._recompute_due = False
+        flows = self._affected()
+        if not flows:
+            return
+        now = self.env._now
+        path, left, since, rate = self._path, self._left, self._since, self._rate
+        rates = max_min_rates([path[m] for m in flows], self._capacity)
+        self._stamps += 1
+        stamp = self._stamps
+        heap = self._departures
+        for msg, new in zip(flows, rates, strict=True):
+            remaining = left[msg] - rate[msg] * (now - since[msg])
+            left[msg] = remaining
+            since[msg] = now
+            rate[msg] = new
+            self._stamp[msg] = stamp
+            if remaining <= DONE_RTOL * self.size[msg]:
+                heapq.heappush(heap, (now, msg, stamp))
+            elif new > 0.0:
+                heapq.heappush(heap, (now + remaining / new, msg, stamp))
+        self._wake()
+
+    def _wake(self) -> None:
+        """Keep one departure event, at the earliest departure still due."""
+        heap = self._departures
+        while heap and self._stamp.get(heap[0][1]) != heap[0][2]:
+            heapq.heappop(heap)
+        if heap and heap[0][0] < self._wake_at:
+            self._wake_at = heap[0][0]
+            self.env.schedule(Hop(self._departure_cbs, 0), delay=heap[0][0] - self.env._now)
+
+    def _departure(self, _ev: Hop) -> None:
+        """Deliver, after their tails, the flows whose last byte has been sent now."""
+        now = self.env._now
+        if now != self._wake_at:
+            return  # superseded by an earlier wake-up, which re-armed for later ones
+        self._wake_at = math.inf
+        heap = self._departures
+        while heap and heap[0][0] <= now:
+            _, msg, stamp = heapq.heappop(heap)
+            if self._stamp.get(msg) != stamp:
+                continue
+            del self._stamp[msg]
+            for c in self._path.pop(msg):
+                del self._on[c][msg]
+                self._touched[c] = None
+            del self._left[msg], self._since[msg], self._rate[msg]
+            self.env.schedule(Hop(self._deliver_cbs, msg), delay=self._tail_of[msg])
+        if self._touched:
+            self._recompute_soon()
+        self._wake()
+
+    def _delivered(self, ev: Hop) -> None:
+        self._deliver(ev.msg)
