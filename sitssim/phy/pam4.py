@@ -149,9 +149,20 @@ def to_levels(symbols: ArrayLike) -> NDArray[np.int8]:
 
 
 def slice_symbols(samples: ArrayLike) -> NDArray[np.uint8]:
-    """Decide received analogue samples against −2, 0, +2; a sample on a threshold goes up."""
+    """Decide received analogue samples against −2, 0, +2; a sample on a threshold goes up.
+
+    A sample's level is the number of thresholds it is not below (a NaN is below none:
+    level 3, where a binary search of the thresholds puts it too). Three comparisons
+    over the samples cost a fraction of ``np.searchsorted``'s search per sample.
+    """
     x = np.asarray(samples, dtype=np.float64)
-    return np.searchsorted(THRESHOLDS, x, side="right").astype(np.uint8)
+    levels = np.zeros(x.shape, dtype=np.uint8)
+    not_below = np.empty(x.shape, dtype=np.bool_)
+    for threshold in THRESHOLDS:
+        np.less(x, threshold, out=not_below)
+        np.logical_not(not_below, out=not_below)
+        levels += not_below.view(np.uint8)
+    return levels if levels.ndim else levels[()]
 
 
 def modulate(bits: ArrayLike, precoding: bool = False) -> NDArray[np.int8]:

@@ -65,6 +65,19 @@ def test_slicer_thresholds() -> None:
     np.testing.assert_array_equal(slice_symbols(samples), [0, 0, 1, 1, 2, 2, 3, 3])
 
 
+def test_slicer_decides_as_a_binary_search_of_the_thresholds() -> None:
+    # Including -0.0 (on the threshold: up), infinities and NaN (sorted last: level 3).
+    rng = np.random.default_rng(2)
+    samples = np.concatenate(
+        [rng.normal(0.0, 2.0, 4998), [-0.0, np.inf, -np.inf, np.nan, -2.0, 2.0, 5e-324]]
+    ).reshape(-1, 7)
+    got = slice_symbols(samples)
+    expected = np.searchsorted([-2.0, 0.0, 2.0], samples, side="right")
+    assert got.dtype == np.uint8 and got.shape == samples.shape
+    np.testing.assert_array_equal(got, expected)
+    assert slice_symbols(0.0) == 2 and slice_symbols(float("nan")) == 3
+
+
 def test_adjacent_level_slicer_error_costs_one_bit() -> None:
     rng = np.random.default_rng(5)
     bits = random_bits(rng, 4000)
