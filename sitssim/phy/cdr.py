@@ -47,11 +47,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
 
 from sitssim.phy.channel import (
     PAM4_LEVELS,
     ChannelProfile,
     FloatArray,
+    PulseSampler,
     noise_rms,
     pulse_response,
 )
@@ -195,18 +197,32 @@ def run_cdr(
     drift = freq_offset_ppm * 1e-6 * window
     freq = np.zeros(n_links)
     trace = np.empty((n_links, n_updates + 1))
-    n_local = np.arange(window + 1)
+    draws = _UpdateDraws(rng, n_links, window, sigma > 0, n_updates)
+    # One update's data samples (window + 1) and edge samples (window) side by side:
+    # their symbols under the pulse taps, and the taps' offsets from the instants.
+    both = (n_links, 2 * window + 1, taps.size)
+    sym = np.empty(both)
+    offsets = np.empty(both)
+    sampler = PulseSampler(pulse, both)
+    # newest[:, j, i] = x[:, j + taps.size - 1 - i]: the symbols under the taps, newest first.
+    newest = sliding_window_view(x, taps.size, axis=1)[:, :, ::-1]
+    first = origin - taps[-1]
     for k in range(n_updates):
         trace[:, k] = err
-        idx = origin + k * window + n_local[:, None] - taps[None, :]
-        sym = x[:, idx]
-        data_u = err[:, None] + rj * rng.standard_normal((n_links, window + 1))
-        edge_u = err[:, None] + 0.5 + rj * rng.standard_normal((n_links, window))
-        data = np.einsum("bst,bst->bs", sym, pulse.at(data_u[..., None] + taps))
-        edge = np.einsum("bst,bst->bs", sym[:, :window], pulse.at(edge_u[..., None] + taps))
-        if sigma > 0:
-            data = data + rng.normal(0.0, sigma, data.shape)
-            edge = edge + rng.normal(0.0, sigma, edge.shape)
+        z_data, z_edge, noise_data, noise_edge = draws.next()
+        j = first + k * window
+        np.copyto(sym[:, : window + 1], newest[:, j : j + window + 1])
+        np.copyto(sym[:, window + 1 :], newest[:, j : j + window])
+        data_u = err[:, None] + rj * z_data
+        edge_u = err[:, None] + 0.5 + rj * z_edge
+        np.add(data_u[..., None], taps, out=offsets[:, : window + 1])
+        np.add(edge_u[..., None], taps, out=offsets[:, window + 1 :])
+        samples = np.einsum("bst,bst->bs", sym, sampler(offsets))
+        data, edge = samples[:, : window + 1], samples[:, window + 1 :]
+        if noise_data is not None and noise_edge is not None:
+            # As Generator.normal(0, sigma) scales its standard normals: 0 + sigma * z.
+            data = data + (0.0 + sigma * noise_data)
+            edge = edge + (0.0 + sigma * noise_edge)
         sign = np.sign(data)
         crossing = sign[:, :-1] != sign[:, 1:]
         # +1: the edge sample still has the earlier symbol's sign, the clock is early.
@@ -217,6 +233,49 @@ def run_cdr(
     trace[:, n_updates] = err
     t_ui = np.arange(n_updates + 1) * window
     return _measure(trace, t_ui, window, cfg)
+
+
+class _UpdateDraws:
+    """Each update's draws, in the order the loop once drew them one by one.
+
+    Per update: the data samples' jitter (links x (window + 1) standard normals), the
+    edge samples' jitter (links x window), then, with noise, the same again for the
+    noise (``Generator.normal`` scales standard normals from the same stream). Drawn
+    for many updates at a time, the sequence is the same and the calls far fewer.
+    """
+
+    def __init__(
+        self, rng: np.random.Generator, n_links: int, window: int, noise: bool, updates: int
+    ) -> None:
+        self._rng = rng
+        self._shapes = [(n_links, window + 1), (n_links, window)] * (2 if noise else 1)
+        self._per_update = sum(math.prod(shape) for shape in self._shapes)
+        self._chunk = max(1, _DRAW_ELEMENTS // self._per_update)
+        self._left = updates
+        self._block = np.empty((0, self._per_update))
+        self._row = 0
+
+    def next(self) -> tuple[FloatArray, FloatArray, FloatArray | None, FloatArray | None]:
+        """(data jitter, edge jitter, data noise, edge noise) standard normals; no noise: None."""
+        if self._row == self._block.shape[0]:
+            count = min(self._chunk, self._left)
+            self._block = self._rng.standard_normal((count, self._per_update))
+            self._left -= count
+            self._row = 0
+        row = self._block[self._row]
+        self._row += 1
+        parts: list[FloatArray | None] = []
+        at = 0
+        for shape in self._shapes:
+            size = math.prod(shape)
+            parts.append(row[at : at + size].reshape(shape))
+            at += size
+        parts += [None] * (4 - len(parts))
+        return parts[0], parts[1], parts[2], parts[3]  # type: ignore[return-value]
+
+
+# Standard normals per draw of ``_UpdateDraws`` (a few MB).
+_DRAW_ELEMENTS = 1 << 19
 
 
 def _measure(

@@ -120,11 +120,18 @@ class PulseResponse:
     n_pre: int
     n_post: int
     slope: FloatArray = field(init=False)
+    # (grid, grid shifted by one sample), each twice over, so that the interpolation's
+    # indices -2n..2n-1 of an n-sample grid read it circularly without a modulo.
+    _waveform_pairs: tuple[FloatArray, FloatArray] = field(init=False, repr=False)
+    _slope_pairs: tuple[FloatArray, FloatArray] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # d p / d t in amplitude per UI, by central differences on the circular grid.
         slope = (np.roll(self.waveform, -1) - np.roll(self.waveform, 1)) * (self.os / 2)
         object.__setattr__(self, "slope", slope)
+        for name, grid in (("_waveform_pairs", self.waveform), ("_slope_pairs", slope)):
+            pairs = (np.tile(grid, 2), np.tile(np.roll(grid, -1), 2))
+            object.__setattr__(self, name, pairs)
 
     @property
     def span_ui(self) -> int:
@@ -136,11 +143,15 @@ class PulseResponse:
 
     def at(self, u_ui: npt.ArrayLike) -> FloatArray:
         """p(lock + u) for any array of offsets u (UI), linearly interpolated."""
-        return self._interp(self.waveform, u_ui)
+        u = np.asarray(u_ui, dtype=float)
+        out = PulseSampler(self, u.shape)(u)
+        return out if out.ndim else out[()]
 
     def slope_at(self, u_ui: npt.ArrayLike) -> FloatArray:
         """p'(lock + u) in amplitude per UI."""
-        return self._interp(self.slope, u_ui)
+        u = np.asarray(u_ui, dtype=float)
+        out = PulseSampler(self, u.shape, slope=True)(u)
+        return out if out.ndim else out[()]
 
     def cursors(
         self, phase_ui: npt.ArrayLike = 0.0, n_pre: int | None = None, n_post: int | None = None
@@ -193,13 +204,44 @@ class PulseResponse:
         k = np.arange(-pre, post + 1, dtype=float)
         return np.asarray(phase_ui, dtype=float)[..., None] + k
 
-    def _interp(self, grid: FloatArray, u_ui: npt.ArrayLike) -> FloatArray:
-        pos = (np.asarray(u_ui, dtype=float) + self.lock_ui) * self.os
-        i0 = np.floor(pos)
-        frac = pos - i0
-        i0 = i0.astype(np.int64) % grid.size
-        i1 = (i0 + 1) % grid.size
-        return grid[i0] * (1.0 - frac) + grid[i1] * frac
+
+class PulseSampler:
+    """p(lock + u) (or p') at arrays of offsets of one shape, computed in reused buffers.
+
+    ``grid[i] * (1 - frac) + grid[i + 1] * frac`` at ``i + frac = (u + lock) * os`` on
+    the circular grid. The indices read the grid through its doubled copies (each
+    value's neighbour from the shifted copy: no second index array, no modulo), and the
+    arithmetic runs in place in buffers kept between calls: the CDR interpolates a
+    thousand links' sampling instants at every update, and fresh temporaries of that
+    size cost more in page faults than the arithmetic. A call's result is valid until
+    the next call.
+    """
+
+    def __init__(self, pulse: PulseResponse, shape: tuple[int, ...], slope: bool = False) -> None:
+        self._lock, self._os = pulse.lock_ui, pulse.os
+        self._grid, self._grid_next = pulse._slope_pairs if slope else pulse._waveform_pairs
+        self._pos = np.empty(shape)
+        self._floor = np.empty(shape)
+        self._index = np.empty(shape, dtype=np.intp)
+
+    def __call__(self, u_ui: FloatArray) -> FloatArray:
+        pos = np.add(u_ui, self._lock, out=self._pos)
+        pos *= self._os
+        i0 = np.floor(pos, out=self._floor)
+        frac = np.subtract(pos, i0, out=pos)
+        index = self._index
+        np.copyto(index, i0, casting="unsafe")
+        grid, grid_next = self._grid, self._grid_next
+        try:
+            low, high = grid[index], grid_next[index]
+        except IndexError:  # offsets beyond the grid's span: wrap them explicitly
+            index %= grid.size // 2
+            low, high = grid[index], grid_next[index]
+        weight = np.subtract(1.0, frac, out=i0)
+        low *= weight
+        high *= frac
+        low += high
+        return low
 
 
 def _minimum_phase_impulse(loss_db: float, beta: float, os: int, span_ui: int) -> FloatArray:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sitssim.phy.cdr import CdrConfig, integration_ui, run_cdr, train_ctrl_field
-from sitssim.phy.channel import ChannelProfile
+from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile, noise_rms, pulse_response
 from sitssim.phy.equalizer import EqProfile, train_rx_equalizer
 
 NOMINAL = ChannelProfile(loss_db=4.0, snr_db=30.0, rj_rms_ui=0.01)
@@ -110,3 +110,81 @@ def test_a_linear_rx_equaliser_in_front_restores_lock_on_a_lossy_channel() -> No
     assert np.all(equalised.locked)
     assert np.median(equalised.lock_time_ui) < np.median(raw.lock_time_ui)
     assert np.nanmean(equalised.residual_rms_ui) < np.nanmean(raw.residual_rms_ui)
+
+
+def _phase_trace_one_update_at_a_time(
+    channel: ChannelProfile,
+    rng: np.random.Generator,
+    cfg: CdrConfig,
+    symbols: np.ndarray,
+    err: np.ndarray,
+    tx_ffe: list[float],
+    rx_ffe: list[float],
+    ppm: float,
+) -> np.ndarray:
+    """The CDR loop as first written: each update's draws and samples on their own."""
+    window = integration_ui(cfg.train_ctrl)
+    pulse = pulse_response(channel).with_tx_ffe(tx_ffe).with_ffe(rx_ffe, 1)
+    sigma = noise_rms(channel) * float(np.linalg.norm(rx_ffe))
+    n_updates = cfg.duration_ui // window
+    taps = np.arange(-pulse.n_pre - 1, pulse.n_post + 2)
+    origin = pulse.n_post + 1
+    n_links = err.size
+    freq = np.zeros(n_links)
+    trace = np.empty((n_links, n_updates + 1))
+    n_local = np.arange(window + 1)
+    for k in range(n_updates):
+        trace[:, k] = err
+        sym = symbols[:, origin + k * window + n_local[:, None] - taps[None, :]]
+        data_u = err[:, None] + channel.rj_rms_ui * rng.standard_normal((n_links, window + 1))
+        edge_u = err[:, None] + 0.5 + channel.rj_rms_ui * rng.standard_normal((n_links, window))
+        data = np.einsum("bst,bst->bs", sym, pulse.at(data_u[..., None] + taps))
+        edge = np.einsum("bst,bst->bs", sym[:, :window], pulse.at(edge_u[..., None] + taps))
+        if sigma > 0:
+            data = data + rng.normal(0.0, sigma, data.shape)
+            edge = edge + rng.normal(0.0, sigma, edge.shape)
+        sign = np.sign(data)
+        crossing = sign[:, :-1] != sign[:, 1:]
+        votes = np.where(crossing, np.sign(edge) * sign[:, :-1], 0.0).sum(axis=1)
+        step = np.sign(votes)
+        freq += cfg.ki_ui * step
+        err = (err + cfg.kp_ui * step + freq + ppm * 1e-6 * window + 0.5) % 1.0 - 0.5
+    trace[:, n_updates] = err
+    return trace
+
+
+@pytest.mark.parametrize(
+    ("channel", "train_ctrl"),
+    [
+        (NOMINAL, 0),
+        (ChannelProfile(loss_db=9.0, snr_db=24.0, rj_rms_ui=0.03), 1),
+        (ChannelProfile(loss_db=6.0, snr_db=math.inf, rj_rms_ui=0.02), 2),
+        (ChannelProfile(loss_db=3.0, snr_db=28.0, rj_rms_ui=0.0, n_post=4), 3),
+    ],
+)
+def test_batched_draws_and_samples_give_the_one_update_at_a_time_trace_bit_for_bit(
+    channel: ChannelProfile, train_ctrl: int
+) -> None:
+    # Updates drawn many at a time, data and edge samples in one interpolation: the same
+    # draws in the same order, the same arithmetic, so the same phase at every update.
+    cfg = CdrConfig(train_ctrl=train_ctrl, ki_ui=1 / 512, duration_ui=1024)
+    tx_ffe, rx_ffe = [-0.05, 0.85, -0.1], [-0.1, 1.2, -0.15, 0.05]
+    setup = np.random.default_rng(17)
+    symbols = PAM4_LEVELS[setup.integers(0, 4, (9, 1200))]
+    err = setup.uniform(-0.5, 0.5, 9)
+    got = run_cdr(
+        channel,
+        np.random.default_rng(5),
+        cfg,
+        n_links=9,
+        tx_ffe=tx_ffe,
+        rx_ffe=rx_ffe,
+        rx_ffe_pre=1,
+        initial_phase_ui=err,
+        freq_offset_ppm=150.0,
+        symbols=symbols,
+    )
+    expected = _phase_trace_one_update_at_a_time(
+        channel, np.random.default_rng(5), cfg, symbols, err, tx_ffe, rx_ffe, 150.0
+    )
+    np.testing.assert_array_equal(got.phase_error_ui, expected)

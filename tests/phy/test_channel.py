@@ -175,3 +175,27 @@ def test_fir_columns_in_row_groups_gives_each_row_its_own_sums_exactly(
         np.testing.assert_array_equal(got[b], channel.fir_columns(x[b], row_taps, n_pre=2))
         # Column j is the ISI sum with taps[..., j]: the groups must not mix rows or columns.
         np.testing.assert_allclose(got[b, :, 1], isi(x[b], row_taps[:, 1], n_pre=2))
+
+
+def _interpolated(pulse: channel.PulseResponse, grid: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The pulse's linear interpolation as first written: index arrays modulo the grid."""
+    pos = (np.asarray(u, dtype=float) + pulse.lock_ui) * pulse.os
+    i0 = np.floor(pos)
+    frac = pos - i0
+    i0 = i0.astype(np.int64) % grid.size
+    i1 = (i0 + 1) % grid.size
+    return grid[i0] * (1.0 - frac) + grid[i1] * frac
+
+
+@pytest.mark.parametrize("reach_ui", [3.0, 700.0, 5000.0])
+def test_pulse_sampling_is_the_interpolation_modulo_the_grid_bit_for_bit(reach_ui: float) -> None:
+    # Offsets within the grid's span, beyond it (doubled copies), far beyond (wrapped).
+    pulse = channel.pulse_response(ChannelProfile(loss_db=12.0, snr_db=30.0))
+    u = np.random.default_rng(4).uniform(-reach_ui, reach_ui, (50, 3, 7))
+    np.testing.assert_array_equal(pulse.at(u), _interpolated(pulse, pulse.waveform, u))
+    np.testing.assert_array_equal(pulse.slope_at(u), _interpolated(pulse, pulse.slope, u))
+    sampler = channel.PulseSampler(pulse, u.shape)
+    first = sampler(u).copy()
+    sampler(u[::-1].copy())
+    np.testing.assert_array_equal(sampler(u), first)
+    assert pulse.at(0.25) == _interpolated(pulse, pulse.waveform, np.array(0.25))
