@@ -199,11 +199,10 @@ def run_cdr(
     trace = np.empty((n_links, n_updates + 1))
     draws = _UpdateDraws(rng, n_links, window, sigma > 0, n_updates)
     # One update's data samples (window + 1) and edge samples (window) side by side:
-    # their symbols under the pulse taps, and the taps' offsets from the instants.
-    both = (n_links, 2 * window + 1, taps.size)
-    sym = np.empty(both)
-    offsets = np.empty(both)
-    sampler = PulseSampler(pulse, both)
+    # their sampling instants, and the symbols under the pulse taps.
+    instants = np.empty((n_links, 2 * window + 1, 1))
+    sym = np.empty((n_links, 2 * window + 1, taps.size))
+    sampler = PulseSampler(pulse, sym.shape)
     # newest[:, j, i] = x[:, j + taps.size - 1 - i]: the symbols under the taps, newest first.
     newest = sliding_window_view(x, taps.size, axis=1)[:, :, ::-1]
     first = origin - taps[-1]
@@ -213,11 +212,9 @@ def run_cdr(
         j = first + k * window
         np.copyto(sym[:, : window + 1], newest[:, j : j + window + 1])
         np.copyto(sym[:, window + 1 :], newest[:, j : j + window])
-        data_u = err[:, None] + rj * z_data
-        edge_u = err[:, None] + 0.5 + rj * z_edge
-        np.add(data_u[..., None], taps, out=offsets[:, : window + 1])
-        np.add(edge_u[..., None], taps, out=offsets[:, window + 1 :])
-        samples = np.einsum("bst,bst->bs", sym, sampler(offsets))
+        instants[:, : window + 1, 0] = err[:, None] + rj * z_data
+        instants[:, window + 1 :, 0] = err[:, None] + 0.5 + rj * z_edge
+        samples = np.einsum("bst,bst->bs", sym, sampler(instants, taps))
         data, edge = samples[:, : window + 1], samples[:, window + 1 :]
         if noise_data is not None and noise_edge is not None:
             # As Generator.normal(0, sigma) scales its standard normals: 0 + sigma * z.

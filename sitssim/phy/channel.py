@@ -224,8 +224,13 @@ class PulseSampler:
         self._floor = np.empty(shape)
         self._index = np.empty(shape, dtype=np.intp)
 
-    def __call__(self, u_ui: FloatArray) -> FloatArray:
-        pos = np.add(u_ui, self._lock, out=self._pos)
+    def __call__(self, u_ui: npt.ArrayLike, taps: npt.ArrayLike | None = None) -> FloatArray:
+        """p(lock + u), or p(lock + (u + taps)) with ``taps`` broadcast against ``u``."""
+        if taps is None:
+            pos = np.add(u_ui, self._lock, out=self._pos)
+        else:
+            pos = np.add(u_ui, taps, out=self._pos)
+            pos += self._lock
         pos *= self._os
         i0 = np.floor(pos, out=self._floor)
         frac = np.subtract(pos, i0, out=pos)
