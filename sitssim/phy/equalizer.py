@@ -51,6 +51,9 @@ where the CDR locked on the channel (the FFE absorbs the small shift). Each link
 direction's noise and jitter draws are its own, but the links of one call share
 one batched computation, so per-link results depend on the batch they ran in
 (the same call with the same generator state always gives the same results).
+The noiseless part of the received samples comes from ``received.py``: when every
+transmitter sends one PRBS from its own phase it is computed once over that
+sequence per Tx preset in force, not once per link direction.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
@@ -71,12 +75,11 @@ from sitssim.phy.channel import (
     PAM4_SYMBOL_POWER,
     ChannelProfile,
     FloatArray,
-    apply_tx_ffe,
-    fir_columns,
     noise_rms,
     pulse_response,
 )
 from sitssim.phy.pam4 import gray_decode, slice_symbols
+from sitssim.phy.received import GroupSums, SymbolSource, symbol_rows
 
 PRESET_TABLE: FloatArray = np.array(
     [[c_pre, 1.0 - abs(c_pre) - abs(c_post), c_post] for _, _, _, c_pre, c_post in PRESET_ROWS]
@@ -132,22 +135,31 @@ def ber_q_function(sigma: npt.ArrayLike) -> FloatArray:
 
 def _errors_and_mse(z: FloatArray, d: FloatArray) -> tuple[npt.NDArray[np.int64], FloatArray]:
     """Bit errors of the decided ``z`` against the sent levels ``d``, and the mean squared
-    error, along the last axis of same-shape arrays.
+    error, along the last axis of same-shape arrays."""
+    lead, n = z.shape[:-1], z.shape[-1]
+    z2, d2 = z.reshape(-1, n), d.reshape(-1, n)
+    errors, mse = _grouped_errors_and_mse(lambda rows: (z2[rows], d2[rows]), z2.shape[0], n)
+    return errors.reshape(lead), mse.reshape(lead)
+
+
+def _grouped_errors_and_mse(
+    rows_of: Callable[[slice], tuple[FloatArray, FloatArray]], count: int, n: int
+) -> tuple[npt.NDArray[np.int64], FloatArray]:
+    """Bit errors and mean squared error of ``count`` rows of ``n`` samples, handed out
+    by ``rows_of(rows)`` as (equalised, sent) arrays of those rows.
 
     Rows go through in groups whose temporaries stay in cache (a thousand links' blocks
     are hundreds of MB per temporary); each row's figures are computed as on the whole.
     The decision's level index serves directly as the index into the bit distances.
     """
-    lead, n = z.shape[:-1], z.shape[-1]
-    z2, d2 = z.reshape(-1, n), d.reshape(-1, n)
-    errors = np.empty(z2.shape[0], dtype=np.int64)
-    mse = np.empty(z2.shape[0])
+    errors = np.empty(count, dtype=np.int64)
+    mse = np.empty(count)
     step = max(1, _ESTIMATE_ELEMENTS // max(n, 1))
-    for lo in range(0, z2.shape[0], step):
-        zc, dc = z2[lo : lo + step], d2[lo : lo + step]
+    for lo in range(0, count, step):
+        zc, dc = rows_of(slice(lo, lo + step))
         errors[lo : lo + step] = _BIT_DISTANCE[slice_symbols(zc), _level_index(dc)].sum(axis=-1)
         mse[lo : lo + step] = np.mean((zc - dc) ** 2, axis=-1)
-    return errors.reshape(lead), mse.reshape(lead)
+    return errors, mse
 
 
 # Samples per row group in ``_errors_and_mse``.
@@ -156,13 +168,17 @@ _ESTIMATE_ELEMENTS = 1 << 16
 
 @dataclass(frozen=True)
 class BerEstimate:
-    """BER of one or more links (arrays over the batch), with the method used per link."""
+    """BER of one or more links (arrays over the batch), with the method used per link.
+
+    ``mse`` is the mean squared error of the equalised samples, the eye SNR's basis.
+    """
 
     ber: FloatArray
     method: npt.NDArray[np.str_]
     bit_errors: npt.NDArray[np.int64]
     bits: int
     eye_snr_db: FloatArray
+    mse: FloatArray
 
 
 def estimate_ber(
@@ -175,7 +191,31 @@ def estimate_ber(
     """
     z, d = np.broadcast_arrays(np.asarray(equalized, dtype=float), np.asarray(sent, dtype=float))
     errors, mse = _errors_and_mse(z, d)
-    bits = 2 * z.shape[-1]
+    return _estimate(errors, mse, 2 * z.shape[-1], min_errors)
+
+
+def estimate_ber_of_blocks(
+    equalized: list[FloatArray], sent: list[FloatArray], min_errors: int = 20
+) -> BerEstimate:
+    """:func:`estimate_ber` of 2-D blocks joined along the last axis, without joining them
+    (at a thousand links the joined blocks are tens of MB)."""
+    n = sum(b.shape[1] for b in equalized)
+
+    def rows_of(rows: slice) -> tuple[FloatArray, FloatArray]:
+        if len(equalized) == 1:
+            return equalized[0][rows], sent[0][rows]
+        return (
+            np.concatenate([b[rows] for b in equalized], axis=1),
+            np.concatenate([b[rows] for b in sent], axis=1),
+        )
+
+    errors, mse = _grouped_errors_and_mse(rows_of, equalized[0].shape[0], n)
+    return _estimate(errors, mse, 2 * n, min_errors)
+
+
+def _estimate(
+    errors: npt.NDArray[np.int64], mse: FloatArray, bits: int, min_errors: int
+) -> BerEstimate:
     counted = errors >= min_errors
     ber = np.where(counted, errors / bits, ber_q_function(np.sqrt(mse)))
     with np.errstate(divide="ignore"):
@@ -186,15 +226,13 @@ def estimate_ber(
         bit_errors=errors,
         bits=bits,
         eye_snr_db=np.asarray(snr, dtype=float),
+        mse=mse,
     )
 
 
 def random_pam4(rng: np.random.Generator, shape: tuple[int, ...]) -> FloatArray:
     """Uniform random PAM4 levels (statistically what a PRBS31 training stream is)."""
     return PAM4_LEVELS[rng.integers(0, 4, shape)]
-
-
-SymbolSource = Callable[[tuple[int, int]], FloatArray]
 
 
 @dataclass(frozen=True)
@@ -265,9 +303,12 @@ _ROWS_PER_GROUP = 32
 class _TrainingStream:
     """Continuous training signal of a batch of link directions, block by block.
 
-    Received samples are produced ahead of the receiver in chunks with the Tx
-    FFE in force; a preset change discards the samples the receiver has not
-    seen yet, so each sample the receiver uses is drawn (noise, jitter) once.
+    ``prefetch`` draws the jitter and noise of the samples ahead of the receiver in
+    chunks, with the Tx FFE in force; a preset change discards the drawn samples the
+    receiver has not seen yet, so each sample the receiver uses is drawn once. A
+    sample's value is computed from its draws when a block reads it: samples drawn
+    and then discarded cost their draws only, and no chunk-sized array of samples is
+    built (at a thousand links that is tens of MB, mostly page faults, per chunk).
     """
 
     def __init__(
@@ -285,46 +326,67 @@ class _TrainingStream:
         self._rj = profile.rj_rms_ui
         self._sigma = noise_rms(profile)
         self._rng = rng
-        self._source = source
+        self._symbols = symbol_rows(source, self.batch, self._taps, self._pre, self._post)
         self._ahead, self._behind, self._n_dfe = eq.ffe_pre, eq.ffe_post, eq.n_dfe
         self.pos = self._behind + self._post + 1 + self._n_dfe
-        self._x0 = 0
-        self._x = np.zeros((self.batch, 0))
-        self._y0 = self.pos - self._behind
-        self._y = np.zeros((self.batch, 0))
+        # Samples before the chunk that a block may still read, computed: positions
+        # _tail0.. _lo; the drawn chunk: positions _lo.. _hi, from its draws and sums.
+        self._tail0 = self._lo = self._hi = self.pos - self._behind
+        self._tail = np.zeros((self.batch, 0))
+        self._sums: GroupSums | None = None
+        self._jitter: FloatArray | None = None
+        self._noise: FloatArray | None = None
         self._draws = [np.empty(0), np.empty(0)]
 
     def prefetch(self, n: int, tx_ffe: FloatArray) -> None:
-        """Make the received samples for the next ``n`` symbols available."""
+        """Draw the received samples for the next ``n`` symbols."""
         end = self.pos + n + self._ahead
-        start = self._y0 + self._y.shape[1]
+        start = self._hi
         if end <= start:
             return
-        self._need_symbols(end + self._pre + 1)
-        lo = start - self._post - 1 - self._x0
-        x = self._x[:, lo : end + self._pre + 1 - self._x0]
-        width = x.shape[1] - self._post - self._pre - 2
+        # What a block may still read of the old chunk is computed before its draws go.
+        keep = self.pos - self._behind
+        self._tail = self._samples(keep, start)
+        self._tail0 = keep
+        self._symbols.extend(end + self._pre + 1)
+        self._sums = self._symbols.sums(start - self._post - 1, end + self._pre + 1, tx_ffe)
+        width = end - start
         # Jitter, then noise: standard normals in the order Generator.normal(0, s) would
         # draw them, scaled as it scales them (s * z), into buffers kept between calls:
         # at a thousand links a fresh array per draw costs more in page faults than the draw.
-        jitter = self._standard_normals(0, width) if self._rj > 0 else None
-        noise = self._standard_normals(1, width) if self._sigma > 0 else None
-        kept = self._y.shape[1]
-        y = np.empty((self.batch, kept + width))
-        y[:, :kept] = self._y
+        self._jitter = self._standard_normals(0, width) if self._rj > 0 else None
+        self._noise = self._standard_normals(1, width) if self._sigma > 0 else None
+        self._lo, self._hi = start, end
+
+    def _samples(self, a: int, b: int) -> FloatArray:
+        """Received samples at positions ``a..b-1`` (from the tail and the chunk)."""
+        out = np.empty((self.batch, b - a))
+        split = min(max(self._lo, a), b)
+        if split > a:
+            out[:, : split - a] = self._tail[:, a - self._tail0 : split - self._tail0]
+        if b > split:
+            self._chunk_samples(split, b, out[:, split - a :])
+        return out
+
+    def _chunk_samples(self, a: int, b: int, out: FloatArray) -> None:
+        """Samples at positions ``a..b-1`` of the drawn chunk into ``out``."""
+        assert self._sums is not None
+        lo, hi = a - self._lo, b - self._lo
         # Rows in groups small enough for their intermediates to stay in cache: the same
         # element-wise arithmetic as on the whole batch at once, several times faster.
         for r in range(0, self.batch, _ROWS_PER_GROUP):
             rows = slice(r, r + _ROWS_PER_GROUP)
-            xs = apply_tx_ffe(x[rows], tx_ffe[rows] if tx_ffe.ndim == 2 else tx_ffe)
-            both = fir_columns(xs, self._taps[rows], self._pre)[:, self._post + 1 : -self._pre - 1]
-            part = both[..., 0]
-            if jitter is not None:
-                part = part + (self._rj * jitter[rows]) * both[..., 1]
-            if noise is not None:
-                part = part + self._sigma * noise[rows]
-            y[rows, kept:] = part
-        self._y = y
+            cursor, slope = self._sums(rows, lo, hi)
+            # cursor + (rj * jitter) * slope + sigma * noise, in place where it can be.
+            part = cursor
+            if self._jitter is not None:
+                part = self._rj * self._jitter[rows, lo:hi]
+                part *= slope
+                part += cursor
+            if self._noise is not None:
+                np.add(part, self._sigma * self._noise[rows, lo:hi], out=out[rows])
+            else:
+                out[rows] = part
 
     def _standard_normals(self, slot: int, width: int) -> FloatArray:
         """``(batch, width)`` fresh standard normal draws in the reused buffer ``slot``."""
@@ -337,7 +399,11 @@ class _TrainingStream:
 
     def discard_ahead(self) -> None:
         """Forget received samples the receiver has not used (the Tx FFE changes)."""
-        self._y = self._y[:, : self.pos + self._ahead - self._y0]
+        last = self.pos + self._ahead
+        if last < self._lo:
+            self._tail = self._tail[:, : last - self._tail0]
+            self._lo = last
+        self._hi = min(self._hi, last)
 
     def block(self, n: int, tx_ffe: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Next ``n`` symbols: (received window, sent symbols, past symbols).
@@ -347,28 +413,20 @@ class _TrainingStream:
         """
         s = self.pos
         self.prefetch(n, tx_ffe)
-        y = self._y[:, s - self._behind - self._y0 : s + n + self._ahead - self._y0]
-        past = self._x[:, s - self._n_dfe - self._x0 : s + n - 1 - self._x0]
-        sent = self._x[:, s - self._x0 : s + n - self._x0]
+        y = self._samples(s - self._behind, s + n + self._ahead)
+        # The past symbols are the sent ones shifted by the DFE's span: one read for both.
+        symbols = self._symbols.rows(s - self._n_dfe, s + n)
+        past, sent = symbols[:, : n + self._n_dfe - 1], symbols[:, self._n_dfe :]
         self.pos = s + n
         self._trim()
         return y, sent, past
 
-    def _need_symbols(self, end: int) -> None:
-        have = self._x0 + self._x.shape[1]
-        if end > have:
-            fresh = self._source((self.batch, end - have))
-            self._x = np.concatenate([self._x, fresh], axis=1)
-
     def _trim(self) -> None:
-        keep_x = self.pos - self._post - 1 - self._n_dfe - self._behind
-        if keep_x > self._x0:
-            self._x = self._x[:, keep_x - self._x0 :]
-            self._x0 = keep_x
-        keep_y = self.pos - self._behind
-        if keep_y > self._y0:
-            self._y = self._y[:, keep_y - self._y0 :]
-            self._y0 = keep_y
+        self._symbols.trim(self.pos - self._post - 1 - self._n_dfe - self._behind)
+        keep = self.pos - self._behind
+        if keep > self._tail0:
+            self._tail = self._tail[:, max(0, min(keep, self._lo) - self._tail0) :]
+            self._tail0 = min(keep, self._lo)
 
 
 class _AdaptiveReceiver:
@@ -450,9 +508,17 @@ class _AdaptiveReceiver:
 
 
 def _window_energy(x: FloatArray, width: int) -> FloatArray:
-    """Sum of squares over each ``width``-sample window along the last axis."""
-    csum = np.cumsum(np.concatenate([np.zeros((*x.shape[:-1], 1)), x**2], axis=-1), axis=-1)
-    return csum[..., width:] - csum[..., :-width]
+    """Sum of squares over each ``width``-sample window along the last axis.
+
+    A window's sum is the running sum at its end less the one before its start (the
+    first window: the running sum itself), computed in place on the squares.
+    """
+    csum = np.square(x)
+    np.cumsum(csum, axis=-1, out=csum)
+    out = np.empty((*x.shape[:-1], x.shape[-1] - width + 1))
+    out[..., 0] = csum[..., width - 1]
+    np.subtract(csum[..., width:], csum[..., :-width], out=out[..., 1:])
+    return out
 
 
 @dataclass(frozen=True)
@@ -514,6 +580,10 @@ class _Session:
             return outs[0], sents[0]
         return np.concatenate(outs, axis=1), np.concatenate(sents, axis=1)
 
+    def estimate(self, count: int, adapt: npt.NDArray[np.bool_] | None) -> BerEstimate:
+        """Run ``count`` blocks; the BER estimate of their output (as of ``blocks``)."""
+        return estimate_ber_of_blocks(*self._run_blocks(count, adapt), self.eq.min_errors)
+
     def settle(self, count: int, adapt: npt.NDArray[np.bool_]) -> None:
         """Run ``count`` adapting blocks whose output nothing reads."""
         self._run_blocks(count, adapt)
@@ -530,12 +600,14 @@ class _Session:
             sents.append(sent)
         return outs, sents
 
-    def final_blocks(self) -> tuple[FloatArray, FloatArray]:
-        """``final_eval_blocks`` blocks with frozen weights: (equalised output, sent levels)."""
-        return self.blocks(self.eq.final_eval_blocks, None)
+    def final_blocks(self) -> tuple[list[FloatArray], list[FloatArray]]:
+        """``final_eval_blocks`` blocks with frozen weights: (equalised output, sent levels),
+        one array per block."""
+        return self._run_blocks(self.eq.final_eval_blocks, None)
 
     def final_ber(self) -> BerEstimate:
-        return estimate_ber(*self.final_blocks(), self.eq.min_errors)
+        """The BER of ``final_eval_blocks`` blocks with frozen weights."""
+        return self.estimate(self.eq.final_eval_blocks, None)
 
     def train(self) -> LmsTraining:
         eq = self.eq
@@ -549,9 +621,8 @@ class _Session:
             if k % _PREFETCH_BLOCKS == 1:
                 ahead = min(_PREFETCH_BLOCKS, eq.max_phase1_blocks + 1 - k)
                 self.stream.prefetch(ahead * eq.block_symbols, tx)
-            z, d = self.blocks(1, adapt)
-            est = estimate_ber(z, d, eq.min_errors)
-            mse_log.append(np.mean((z - d) ** 2, axis=1))
+            est = self.estimate(1, adapt)
+            mse_log.append(est.mse)
             run = np.where(est.ber < eq.ber_target, run + 1, 0)
             newly = (run >= eq.confirm_blocks) & (done_at < 0)
             done_at[newly] = k
@@ -584,11 +655,11 @@ class _Session:
             self.preset = np.where(mask, candidate, best)
             self.rx.restore(best_weights, mask)
             self.settle(eq.settle_blocks, mask)
-            z, d = self.blocks(eq.eval_blocks, mask)
+            snr = self.estimate(eq.eval_blocks, mask).eye_snr_db
             iterations[mask] += blocks_per_try
             for b in np.nonzero(mask)[0]:
                 tried[b].append(int(candidate[b]))
-            return estimate_ber(z, d, eq.min_errors).eye_snr_db
+            return snr
 
         snr = evaluate(best, searching)
         best_snr[searching] = snr[searching]
@@ -754,12 +825,21 @@ class Level3Outcome:
     block_symbols)``, direction 0 of every link first, then direction 1) are the
     equalised samples and sent levels of the final evaluation blocks, sent after
     phase 3 with the tuned presets and frozen weights: what a receiver's checker
-    can verify.
+    can verify. ``output_blocks`` / ``sent_blocks`` are the same, one array per block.
     """
 
     records: list[EqRecord]
-    final_output: FloatArray
-    final_sent: FloatArray
+    output_blocks: tuple[FloatArray, ...]
+    sent_blocks: tuple[FloatArray, ...]
+
+    # Joined on first use only: at a thousand links each is tens of MB of fresh pages.
+    @cached_property
+    def final_output(self) -> FloatArray:
+        return np.concatenate(self.output_blocks, axis=1)
+
+    @cached_property
+    def final_sent(self) -> FloatArray:
+        return np.concatenate(self.sent_blocks, axis=1)
 
 
 def level3_eq(
@@ -800,8 +880,8 @@ def level3_eq_detail(
     if not eq.skip_phase3:
         searching[n_links:] = True
     search = session.search_presets(searching)
-    final_output, final_sent = session.final_blocks()
-    final = estimate_ber(final_output, final_sent, eq.min_errors)
+    output_blocks, sent_blocks = session.final_blocks()
+    final = estimate_ber_of_blocks(output_blocks, sent_blocks, eq.min_errors)
 
     records = []
     for i in range(n_links):
@@ -869,4 +949,6 @@ def level3_eq_detail(
                 ber_target=eq.ber_target,
             )
         )
-    return Level3Outcome(records=records, final_output=final_output, final_sent=final_sent)
+    return Level3Outcome(
+        records=records, output_blocks=tuple(output_blocks), sent_blocks=tuple(sent_blocks)
+    )

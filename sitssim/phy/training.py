@@ -125,7 +125,9 @@ class PrbsTrainingSource:
 
     Every row sends the same PRBS (order ``order``, all-ones seed) at its own phase
     (a random offset into the stream), Gray-mapped two bits per symbol: the
-    ``symbol_source`` of ``equalizer.level3_eq_detail``.
+    ``symbol_source`` of ``equalizer.level3_eq_detail``. It is a
+    ``received.SharedSymbolSource``, so the equaliser computes the noiseless received
+    sums once over the stream rather than once per row.
     """
 
     def __init__(self, order: int, rng: np.random.Generator, batch: int) -> None:
@@ -148,6 +150,14 @@ class PrbsTrainingSource:
         self._buf = np.concatenate([self._buf, prbs(self.order, end - have, seed=seed)])
 
     def __call__(self, shape: tuple[int, int]) -> npt.NDArray[np.float64]:
+        levels, starts = self.shared_rows(shape)
+        return sliding_window_view(levels, shape[1])[starts]
+
+    def shared_rows(
+        self, shape: tuple[int, int]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        """The next ``shape[1]`` symbols of every row as one stretch of the mapped stream
+        and each row's start in it (``received.SharedSymbolSource``)."""
         batch, n = shape
         if batch != self.offsets.size:
             raise ValueError(f"this source feeds {self.offsets.size} transmitters, not {batch}")
@@ -165,7 +175,7 @@ class PrbsTrainingSource:
         if drop > 0:
             self._buf = self._buf[drop:]
             self._buf0 += drop
-        return sliding_window_view(levels, n)[starts]
+        return levels, starts
 
 
 @dataclass(frozen=True)
@@ -193,7 +203,11 @@ def check_sequences(equalised: npt.NDArray[np.float64], set_symbols: int) -> lis
     When the PRBS31 checker cannot verify a row, checkers of the other O.150 orders
     identify what was sent (-1: none of them).
     """
-    decided = slice_symbols(equalised)
+    return check_decisions(slice_symbols(equalised), set_symbols)
+
+
+def check_decisions(decided: npt.NDArray[np.uint8], set_symbols: int) -> list[SequenceCheck]:
+    """:func:`check_sequences` of each row's decided symbols (level indices 0..3)."""
     bits = gray_decode(decided.reshape(-1)).reshape(decided.shape[0], -1)
     out = []
     for row in bits:
@@ -211,7 +225,7 @@ def check_sequences(equalised: npt.NDArray[np.float64], set_symbols: int) -> lis
                         best, detected = ratio, order
         out.append(
             SequenceCheck(
-                sets=equalised.shape[1] // set_symbols,
+                sets=decided.shape[1] // set_symbols,
                 symbols_per_set=set_symbols,
                 locked=checker.locked,
                 locks=len(checker.lock_positions),
@@ -290,7 +304,9 @@ def group_physics(key: PhysicsKey, n_links: int, seed: int, tag: str) -> GroupPh
     eq = key.eq_profile()
     source = PrbsTrainingSource(key.training_prbs, rng, 2 * n_links)
     outcome = level3_eq_detail(key.channel, rng, n_links, eq, symbol_source=source)
-    checks = check_sequences(outcome.final_output, key.training_symbols)
+    # Decided block by block: the joined blocks would be tens of MB at a thousand links.
+    decided = np.concatenate([slice_symbols(b) for b in outcome.output_blocks], axis=1)
+    checks = check_decisions(decided, key.training_symbols)
 
     presets = Counter(p for r in outcome.records for p in r.tx_presets)
     tx_preset = min(presets, key=lambda p: (-presets[p], PRESET_NAMES.index(p)))

@@ -17,6 +17,7 @@ from sitssim.phy.equalizer import (
     count_bit_errors,
     equalize,
     estimate_ber,
+    estimate_ber_of_blocks,
     level3_eq,
     preset_coefficients,
     preset_db,
@@ -212,3 +213,18 @@ def test_level3_in_row_groups_draws_and_computes_as_one_piece(
     for other in (grouped, single):
         assert other.records == one_piece.records
         np.testing.assert_array_equal(other.final_output, one_piece.final_output)
+
+
+def test_the_estimate_of_blocks_is_the_estimate_of_the_joined_blocks() -> None:
+    rng = np.random.default_rng(12)
+    sent = [PAM4_LEVELS[rng.integers(0, 4, (40, n))] for n in (512, 512, 100)]
+    out = [s + rng.normal(0.0, 0.45, s.shape) for s in sent]
+    whole = estimate_ber(np.concatenate(out, axis=1), np.concatenate(sent, axis=1), 5)
+    for got in (estimate_ber_of_blocks(out, sent, 5), estimate_ber_of_blocks(out[:1], sent[:1], 5)):
+        assert got.ber.shape == (40,)
+    got = estimate_ber_of_blocks(out, sent, 5)
+    for field in ("ber", "bit_errors", "eye_snr_db", "mse", "method"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(whole, field))
+    assert got.bits == whole.bits
+    one = estimate_ber_of_blocks(out[:1], sent[:1], 5)
+    np.testing.assert_array_equal(one.mse, estimate_ber(out[0], sent[0], 5).mse)
