@@ -261,14 +261,15 @@ class _UpdateDraws:
             self._row = 0
         row = self._block[self._row]
         self._row += 1
-        parts: list[FloatArray | None] = []
+        parts = []
         at = 0
         for shape in self._shapes:
             size = math.prod(shape)
             parts.append(row[at : at + size].reshape(shape))
             at += size
-        parts += [None] * (4 - len(parts))
-        return parts[0], parts[1], parts[2], parts[3]  # type: ignore[return-value]
+        if len(parts) == 2:
+            return parts[0], parts[1], None, None
+        return parts[0], parts[1], parts[2], parts[3]
 
 
 # Standard normals per draw of ``_UpdateDraws`` (a few MB).

@@ -16,10 +16,11 @@ shifted by the row's offset, so :class:`SharedSymbolRows` computes them once
 over the shared sequence per distinct Tx FFE in force and hands each row its
 slice: at a thousand links, a few rows of sums instead of two thousand. The
 values are the per-row values bit for bit: every sum is the same dot product of
-the same symbols with the same taps, and ``fir_columns`` computes each output
-element independently of the elements around it (whatever the length of the row
-it sits in); the samples a row keeps never reach the zero padding at the ends of
-the span. :func:`symbol_rows` picks the class when the stream is built.
+the same symbols with the same taps, ``fir_columns`` computes each output element
+as one dot product over its own window whichever row or piece it sits in, and the
+samples a row keeps never reach the zero padding at the ends of a span
+(``tests/phy/test_received.py`` compares the two classes, and a whole Level-3 EQ
+run either way). :func:`symbol_rows` picks the class when the stream is built.
 """
 
 from __future__ import annotations
@@ -115,7 +116,6 @@ class SharedSymbolRows(SymbolRows):
     ) -> None:
         super().__init__(source, batch, taps, n_pre, n_post)
         self._shared_source = source
-        self._starts = np.zeros(batch, dtype=np.int64)
         self._offsets: npt.NDArray[np.int64] | None = None
         self._span = 0
         self._end = 0
