@@ -216,22 +216,39 @@ class FlowTransport(Carrier):
         flows = self._affected()
         if not flows:
             return
+        path = self._path
+        by_path: dict[tuple[int, ...], list[int]] = {}
+        for msg in flows:
+            by_path.setdefault(path[msg], []).append(msg)
+        groups = list(by_path.values())
+        rates = max_min_rates(list(by_path), self._capacity, [len(g) for g in groups])
         now = self.env._now
-        path, left, since, rate = self._path, self._left, self._since, self._rate
-        rates = max_min_rates([path[m] for m in flows], self._capacity)
+        left, since, rate, stamp_of, size = (
+            self._left,
+            self._since,
+            self._rate,
+            self._stamp,
+            self.size,
+        )
         self._stamps += 1
         stamp = self._stamps
         heap = self._departures
-        for msg, new in zip(flows, rates, strict=True):
-            remaining = left[msg] - rate[msg] * (now - since[msg])
-            left[msg] = remaining
-            since[msg] = now
-            rate[msg] = new
-            self._stamp[msg] = stamp
-            if remaining <= DONE_RTOL * self.size[msg]:
-                heapq.heappush(heap, (now, msg, stamp))
-            elif new > 0.0:
-                heapq.heappush(heap, (now + remaining / new, msg, stamp))
+        for group, new in zip(groups, rates, strict=True):
+            for msg in group:
+                old = rate[msg]
+                if old == new and msg in stamp_of:
+                    continue  # same rate: its departure in the heap still holds
+                remaining = left[msg] - old * (now - since[msg])
+                left[msg] = remaining
+                since[msg] = now
+                rate[msg] = new
+                stamp_of[msg] = stamp
+                if remaining <= DONE_RTOL * size[msg]:
+                    heapq.heappush(heap, (now, msg, stamp))
+                elif new > 0.0:
+                    heapq.heappush(heap, (now + remaining / new, msg, stamp))
+                else:
+                    del stamp_of[msg]  # stopped by an outage: no departure until it ends
         self._wake()
 
     def _wake(self) -> None:

@@ -31,17 +31,25 @@ import math
 from collections.abc import Sequence
 
 
-def max_min_rates(paths: Sequence[Sequence[int]], capacity: Sequence[float]) -> list[float]:
+def max_min_rates(
+    paths: Sequence[Sequence[int]],
+    capacity: Sequence[float],
+    counts: Sequence[int] | None = None,
+) -> list[float]:
     """Each flow's max-min fair rate, in the unit of ``capacity``.
 
     ``paths[f]`` lists flow ``f``'s channels; ``capacity[c]`` is channel ``c``'s.
+    ``counts[f]``: how many flows share path ``f`` (each gets the rate returned for it: the
+    allocation is unique, so flows on one path get equal rates); None: one each.
     """
+    many = [1] * len(paths) if counts is None else counts
     rate = [math.inf] * len(paths)
     flows_on: dict[int, list[int]] = {}
+    rising: dict[int, int] = {}
     for f, path in enumerate(paths):
         for c in path:
             flows_on.setdefault(c, []).append(f)
-    rising = {c: len(fs) for c, fs in flows_on.items()}
+            rising[c] = rising.get(c, 0) + many[f]
     frozen = dict.fromkeys(flows_on, 0.0)
     heap = [(capacity[c] / n, c) for c, n in rising.items()]
     heapq.heapify(heap)
@@ -56,9 +64,10 @@ def max_min_rates(paths: Sequence[Sequence[int]], capacity: Sequence[float]) -> 
                 continue
             stopped[f] = True
             rate[f] = level
+            n_f = many[f]
             for other in paths[f]:
-                rising[other] -= 1
-                frozen[other] += level
+                rising[other] -= n_f
+                frozen[other] += level * n_f
                 left = rising[other]
                 if other != c and left:
                     heapq.heappush(heap, ((capacity[other] - frozen[other]) / left, other))
