@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, get_args
 
 import networkx as nx
@@ -140,6 +140,12 @@ class Estimate:
 
     def summary(self) -> str:
         return f"~{_si(self.messages)} messages, ~{_si(self.memory_bytes, 'B')}"
+
+    def at_flow_fidelity(self) -> Estimate:
+        """The same run at ``fidelity: flow``: no clock exchanges, replay rows or switch
+        crossings (their stages are not built); each message keeps its record and its
+        per-hop share, which the fluid run's routes and flow state take instead."""
+        return replace(self, clock_messages=0.0, replay_rows=0.0, crossings_per_message=0.0)
 
 
 def _si(n: float, unit: str = "") -> str:
@@ -395,7 +401,7 @@ def estimate(scenario: Scenario, fabric: Fabric) -> Estimate:
         flits_per_message = _flits(_mean_message_bytes(scenario))
         failures = math.inf if p >= 1.0 else p / (1.0 - p)
         est.replay_rows = est.messages * est.mean_hops * flits_per_message * failures
-    return est
+    return est.at_flow_fidelity() if scenario.fidelity == "flow" else est
 
 
 def _mean_message_bytes(scenario: Scenario) -> float:
@@ -438,6 +444,13 @@ def check_fits(scenario: Scenario, est: Estimate) -> None:
     if need <= have:
         return
     loc, advice = est.driver()
+    if scenario.fidelity == "packet":
+        fluid = est.at_flow_fidelity().memory_bytes
+        if fluid <= have:
+            advice += (
+                f", or run it at flow level (fidelity: flow, or run --fidelity flow: about "
+                f"{_si(fluid, 'B')}, with the clauses that need packets n/a)"
+            )
     raise scenario.error(
         loc,
         f"this run needs about {_si(need, 'B')} ({_si(est.messages)} messages) but "

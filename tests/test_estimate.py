@@ -191,3 +191,32 @@ def test_the_inference_drivers_are_built_once_for_every_inference_workload(
     # A new scenario object is estimated afresh, not from the last one's drivers.
     estimate(load_scenario(SCENARIOS / "scale" / "nvl72.yaml"), fabric)
     assert len(built) == 2
+
+
+def _noisy_host_io(**changes: Any) -> dict[str, Any]:
+    """direct_rc_host_io for 2 ms at a pre-FEC BER whose replay log outweighs its messages."""
+    data = _data("direct_rc_host_io.yaml", duration="2ms", **changes)
+    data["link_layer"]["flit"]["pre_fec_ber"] = 1e-3
+    return data
+
+
+def test_a_run_refused_for_its_replay_log_is_offered_the_flow_level_way_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scenario = scenario_from_data(_noisy_host_io())
+    packet = estimate(scenario, build_fabric(scenario))
+    flow = packet.at_flow_fidelity()
+    assert packet.replay_rows > packet.messages
+    assert flow.memory_bytes < packet.memory_bytes / 2
+    limit = (flow.memory_bytes + packet.memory_bytes) / 2
+    monkeypatch.setenv(MEMORY_ENV, f"{limit / 1e6:.0f}MB")
+    with pytest.raises(InputError, match=r"pre_fec_ber.*or run it at flow level \(fidelity: flow"):
+        preflight(scenario_from_data(_noisy_host_io()))
+    est = preflight(scenario_from_data(_noisy_host_io(fidelity="flow"))).estimate
+    assert est.memory_bytes == pytest.approx(flow.memory_bytes)
+
+
+def test_a_run_too_big_at_either_fidelity_is_not_offered_the_flow_level() -> None:
+    with pytest.raises(InputError) as refused:
+        preflight(scenario_from_data(_data("fat_tree_8gpu.yaml", duration="10s")))
+    assert "flow level" not in str(refused.value)
