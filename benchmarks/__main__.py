@@ -87,6 +87,12 @@ SUITE = (
         quick=("--duration", "1us"),
     ),
     Benchmark(
+        "fidelity",
+        "bench_fidelity.py",
+        "flow-level against packet-level runs: speed and completion-time error",
+        quick=("scenarios/direct_rc_4gpu.yaml", "--duration", "2us"),
+    ),
+    Benchmark(
         "scenarios",
         "bench_memory_estimate.py",
         "wall time, peak memory and memory estimate of every shipped scenario",

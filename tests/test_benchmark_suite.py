@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EVERY = {"transport", "link_layer", "switch", "phy", "scale", "sweep", "scenarios"}
+EVERY = {"transport", "link_layer", "switch", "phy", "scale", "sweep", "fidelity", "scenarios"}
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,10 @@ def test_the_table_replaces_only_the_marked_section_and_lists_every_figure(quick
     assert written.endswith(
         "<!-- benchmarks:end -->" + tail.partition("<!-- benchmarks:end -->")[2]
     )
-    rows = [line for line in written.splitlines() if line.startswith("| ") and "---" not in line]
+    table = written.partition("<!-- benchmarks:begin -->")[2].partition("<!-- benchmarks:end -->")[
+        0
+    ]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     figures = [(n, t["figure"]) for n, b in results["benchmarks"].items() for t in b["targets"]]
     assert len(rows) == 1 + len(figures)
     for (name, figure), row in zip(figures, rows[1:], strict=True):

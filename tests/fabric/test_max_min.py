@@ -71,9 +71,7 @@ def test_the_rates_are_feasible_and_every_flow_has_a_bottleneck(case) -> None:
         assert any(
             load[c] >= capacity[c] * (1 - tol) - tol
             and all(
-                r <= rate * (1 + tol) + tol
-                for p, r in zip(paths, rates, strict=True)
-                if c in p
+                r <= rate * (1 + tol) + tol for p, r in zip(paths, rates, strict=True) if c in p
             )
             for c in path
         ), (path, rate, rates)
