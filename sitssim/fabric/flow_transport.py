@@ -46,6 +46,11 @@ DONE_RTOL = 1e-9
 """A flow is done once its remaining bytes are at most this share of its size: the
 rounding of rate x time, never a modelling choice."""
 
+STALE_FACTOR = 4
+STALE_SLACK = 1024
+"""The heap of departures is rebuilt from its live entries once it holds more than
+``STALE_FACTOR`` per flow in flight, plus ``STALE_SLACK``."""
+
 
 class FluidChannel:
     """One channel's capacity and counters in a flow-level run (the tables' ``links``)."""
@@ -249,6 +254,11 @@ class FlowTransport(Carrier):
                     heapq.heappush(heap, (now + remaining / new, msg, stamp))
                 else:
                     del stamp_of[msg]  # stopped by an outage: no departure until it ends
+        if len(heap) > STALE_FACTOR * len(path) + STALE_SLACK:
+            # Superseded departures leave the heap only when they reach its top; a fabric
+            # whose rates keep changing would otherwise keep every one of them.
+            heap[:] = [d for d in heap if stamp_of.get(d[1]) == d[2]]
+            heapq.heapify(heap)
         self._wake()
 
     def _wake(self) -> None:
