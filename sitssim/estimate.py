@@ -26,7 +26,11 @@ fitted as 200 + 80 per hop (rounded up: the data-heavier nvswitch_8gpu at 1 ms a
 direct_rc_host_io at 500 µs, 158 k and 155 k messages, peak at 356 and 392 MB). The
 intercepts, 250-270 MB, fix BASE_BYTES. A 64-GPU three-level fat tree (97 links, 7 k
 messages) peaks at 311 MB against 255 MB for the 17-link tree at the same traffic, so a link
-(PHY training traces, link-state rows, CDC evaluation, VCD) costs LINK_BYTES = 0.7 MB. A
+(PHY training traces, link-state rows, CDC evaluation, VCD) cost 0.7 MB then. Since the
+PHY's EQ stream stopped joining its blocks into whole arrays, the 1024-GPU fat tree
+(scenarios/scale, 2,049 links) peaks at 1.02 GB, which leaves 0.2 MB a link beyond its
+messages; LINK_BYTES = 0.5 MB keeps both within 2x of the peak (the 8-GPU fabrics barely
+notice a link's share). A
 replayed flit session logs one row per Nak or timeout (charged like a small message). An
 input-queued switch logs every crossing and turns the log into its tables after the run:
 the 8 x 8 reference bench (scenarios/reference/switch_hol.yaml, 203 k cells, one crossing
@@ -71,7 +75,7 @@ from sitssim.workloads.synthetic import (
 BASE_BYTES = 250e6
 MESSAGE_BYTES = 200.0
 HOP_BYTES = 80.0
-LINK_BYTES = 0.7e6
+LINK_BYTES = 0.5e6
 REPLAY_ROW_BYTES = 200.0
 CROSSING_BYTES = 500.0
 MEMORY_ENV = "SITSSIM_MEMORY_LIMIT"
