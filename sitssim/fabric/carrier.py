@@ -27,6 +27,8 @@ from sitssim.fabric.routing import Router
 from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 
+ENDPOINT_KINDS = frozenset({"gpu", "root_complex"})
+"""Node kinds that send and receive messages; every other node forwards them (a switch)."""
 # Progress reports per expected run, and the shortest run they are spread over.
 PROGRESS_TICKS = 50
 PROGRESS_MIN_NS = 1_000.0

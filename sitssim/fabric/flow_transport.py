@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
-from sitssim.fabric.carrier import Carrier
+from sitssim.fabric.carrier import ENDPOINT_KINDS, Carrier
 from sitssim.fabric.max_min import max_min_rates
 from sitssim.fabric.oracles import zero_load_latency_ns
 from sitssim.fabric.ports import Hop, callbacks_of
@@ -94,7 +94,7 @@ class FlowTransport(Carrier):
         super().__init__(env, fabric, router, nodes, schedule, message_vcs)
         graph = fabric.graph
         self._cut_through = (
-            {n: cut_through_bytes for n in nodes if graph.nodes[n]["kind"] == "switch"}
+            {n: cut_through_bytes for n in nodes if graph.nodes[n]["kind"] not in ENDPOINT_KINDS}
             if cut_through_bytes
             else {}
         )

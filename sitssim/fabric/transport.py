@@ -30,7 +30,7 @@ from typing import Protocol
 import simpy
 
 from sitssim.errors import InvariantViolation
-from sitssim.fabric.carrier import Carrier
+from sitssim.fabric.carrier import ENDPOINT_KINDS, Carrier
 from sitssim.fabric.messages import FC_CLASS_OF_KIND
 from sitssim.fabric.nodes import (
     AnsweringEndpoint,
@@ -52,8 +52,6 @@ from sitssim.fabric.schedule import Schedule
 from sitssim.fabric.topology import Fabric
 from sitssim.link.credit_link import Cost, CreditLink
 from sitssim.link.flit_link import FlitLink
-
-ENDPOINT_KINDS = frozenset({"gpu", "root_complex"})
 
 
 class RankedRouting(RoutingFunction, Protocol):
