@@ -36,6 +36,7 @@ from sitssim.quantities import MAX_SEED
 
 if TYPE_CHECKING:
     from sitssim.results.outdir import ResultsFolder
+    from sitssim.scenario import Scenario
 
 EXIT_OK, EXIT_CLAUSE_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -237,6 +238,27 @@ def _interruptible(folder: ResultsFolder) -> Iterator[ResultsFolder]:
 
 
 ScenarioArg = Annotated[Path, typer.Argument(help="scenario YAML file", show_default=False)]
+FidelityOption = Annotated[
+    str | None,
+    typer.Option(
+        "--fidelity",
+        help="packet or flow: override the scenario's fidelity (flow: max-min fair "
+        "fluid flows, faster on light traffic, approximate)",
+    ),
+]
+
+
+def _load_at(path: Path, fidelity: str | None) -> Scenario:
+    """The scenario at ``path``, at ``--fidelity`` if given: ``validate`` and ``run`` check
+    the same run (a flow-level one refuses workloads a packet-level one accepts)."""
+    from sitssim.scenario import FIDELITIES, load_scenario
+
+    if fidelity is not None and fidelity not in FIDELITIES:
+        raise InputError(
+            f"expected one of {', '.join(FIDELITIES)}, got {fidelity!r}", field="--fidelity"
+        )
+    loaded = load_scenario(path)
+    return loaded if fidelity is None else loaded.updated(fidelity=fidelity)
 
 
 @app.command()
@@ -250,27 +272,12 @@ def run(
         int | None, typer.Option("--seed", min=0, max=MAX_SEED, help="override the scenario's seed")
     ] = None,
     figures: Annotated[bool, typer.Option(help="write PNG figures")] = True,
-    fidelity: Annotated[
-        str | None,
-        typer.Option(
-            "--fidelity",
-            help="packet or flow: override the scenario's fidelity (flow: max-min fair "
-            "fluid flows, faster on light traffic, approximate)",
-        ),
-    ] = None,
+    fidelity: FidelityOption = None,
 ) -> int:
     """Simulate SCENARIO, print every clause's verdict and write results to --out."""
-    from sitssim.scenario import FIDELITIES, load_scenario
-
-    if fidelity is not None and fidelity not in FIDELITIES:
-        raise InputError(
-            f"expected one of {', '.join(FIDELITIES)}, got {fidelity!r}", field="--fidelity"
-        )
     # Here and in every command: load first, then import the model, so bad input is
     # refused without paying a second or more for pandas, scipy, networkx and SimPy.
-    loaded = load_scenario(scenario)
-    if fidelity is not None:
-        loaded = loaded.updated(fidelity=fidelity)
+    loaded = _load_at(scenario, fidelity)
     from sitssim.results.outdir import ResultsFolder
     from sitssim.results.report import write_outputs
     from sitssim.simulation import simulate
@@ -307,11 +314,9 @@ def run(
 
 @app.command()
 @_guarded
-def validate(scenario: ScenarioArg) -> int:
+def validate(scenario: ScenarioArg, fidelity: FidelityOption = None) -> int:
     """Check SCENARIO as ``run`` would before simulating (schema, references, resources)."""
-    from sitssim.scenario import load_scenario
-
-    loaded = load_scenario(scenario)
+    loaded = _load_at(scenario, fidelity)
     from sitssim.preflight import preflight
 
     console.print(f"{scenario}: {preflight(loaded).summary()}")

@@ -187,6 +187,30 @@ def test_validate_describes_the_fabric() -> None:
     assert "8 GPUs" in result.output and "4 switches" in result.output
 
 
+def test_validate_at_flow_fidelity_refuses_what_run_at_flow_fidelity_refuses(
+    tmp_path: Path,
+) -> None:
+    """A tenant_requests workload is fine at packet level and refused at flow level, by
+    validate and run alike, on the workload's line; run writes nothing."""
+    path = SCENARIOS / "nvswitch_multitenant.yaml"
+    assert run("validate", path).exit_code == 0
+    checked = run("validate", path, "--fidelity", "flow")
+    ran = run("run", path, "--fidelity", "flow", "--out", tmp_path / "out")
+    for result in (checked, ran):
+        assert result.exit_code == 2, result.output
+        assert "workloads[0].kind: a tenant_requests workload needs fidelity: packet" in (
+            result.output
+        )
+    assert checked.output == ran.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_fidelity_is_a_usage_error() -> None:
+    result = run("validate", SCENARIOS / "nvswitch_8gpu.yaml", "--fidelity", "fluid")
+    assert result.exit_code == 2
+    assert "--fidelity: expected one of packet, flow, got 'fluid'" in result.output
+
+
 def test_messages_stay_on_one_line_under_a_long_path(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 90)
     deep.mkdir()
