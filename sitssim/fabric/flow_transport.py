@@ -1,34 +1,41 @@
-"""The flow-level transport: every message a fluid flow, channels shared max-min fairly.
+"""The flow-level transport: a pair's messages one fluid flow, channels shared max-min fairly.
 
 Theory of operation
 -------------------
-A message is a flow over the same route the packet transport would give it (the same
-router, the same ranks among a pair's tied paths). While it is in flight it has a rate;
-the rates of all flows in flight are the max-min fair allocation of the channels'
-capacities (``sitssim.fabric.max_min``), recomputed whenever the set of flows or a
-channel's capacity changes: at a flow's arrival, at a departure, and at the start and end
-of a link's outage (a channel in an outage has capacity zero). Max-min fairness splits
-over the connected parts of the flows-and-channels graph, so only the part a change
-touched is recomputed; every other flow keeps its rate. Between two changes a flow's rate
-is constant, so its remaining bytes fall linearly and its departure is known: the
-departures wait in a heap (an entry is stale once its flow's rate changed), and one event
-is kept for the earliest. Changes at one instant are gathered into one recomputation.
+A message goes over the same route the packet transport would give it (the same router,
+the same ranks among a pair's tied paths). The messages waiting on one route form a
+connection, served in order of injection as the packet transport's source port serves
+them: only the connection's head message is sending. While a connection has a message it
+is a flow with a rate; the rates of all flows are the max-min fair allocation of the
+channels' capacities (``sitssim.fabric.max_min``), recomputed whenever the set of flows or
+a channel's capacity changes: when a connection gets its first message, when it sends its
+last, and at the start and end of a link's outage (a channel in an outage has capacity
+zero). A message joining a busy connection, or following its head, changes no rate.
+Max-min fairness splits over the connected parts of the flows-and-channels graph, so only
+the part a change touched is recomputed; every other flow keeps its rate. Between two
+changes a flow's rate is constant, so its head's remaining bytes fall linearly and the
+head's departure is known: the departures wait in a heap (an entry is stale once its
+connection's rate or head changed), and one event is kept for the earliest. Changes at one
+instant are gathered into one recomputation.
 
-A flow that has sent its last byte is delivered after the rest of its route's zero-load
+A message that has sent its last byte is delivered after the rest of its route's zero-load
 latency: what an empty fabric adds to the bottleneck's serialisation (the other hops'
 serialisation, or the cut-through heads, each link's flight and each node's latency). So
-at zero load a flow is delivered exactly when the packet transport's oracle says, and
+at zero load a message is delivered exactly when the packet transport's oracle says, and
 under load the fluid sharing stands for the queues.
 
 What it does not model, by construction: head-of-line blocking, credit stalls, flit
-replays, switch buffers and VC arbitration, and the order of packets on a port. A channel's
-``busy_ns`` is the time its capacity would take to carry what crossed it.
+replays, switch buffers and VC arbitration, and the interleaving of packets of different
+connections on a port (two connections through one port share it evenly, where the packet
+transport's port serves their packets in order of arrival). A channel's ``busy_ns`` is the
+time its capacity would take to carry what crossed it.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -104,9 +111,12 @@ class FlowTransport(Carrier):
         self._tails: dict[tuple[int, int], float] = {}
         self._tail_of: list[float] = []
         """Per message: how long after its last byte left its source it is delivered."""
-        # The flows in flight: each one's channels, and its bytes left at ``_since`` and
-        # rate since then; each channel's flows, in order of arrival.
-        self._path: dict[int, tuple[int, ...]] = {}
+        # Connections, one per route a message took: each one's channels and its messages
+        # waiting, head first. Those with a message are flows: the head's bytes left at
+        # ``_since`` and the rate since then; each channel's flows, in order of arrival.
+        self._conn_of: dict[tuple[int, ...], int] = {}
+        self._paths: list[tuple[int, ...]] = []
+        self._queue: list[deque[int]] = []
         self._left: dict[int, float] = {}
         self._since: dict[int, float] = {}
         self._rate: dict[int, float] = {}
@@ -114,7 +124,7 @@ class FlowTransport(Carrier):
         self._touched: dict[int, None] = {}
         """The channels whose flows or capacity changed since the last recomputation."""
         self._departures: list[tuple[float, int, int]] = []
-        """(when, message, stamp): a flow's departure at its rate as of ``stamp``."""
+        """(when, connection, stamp): the head's departure at the rate as of ``stamp``."""
         self._stamp: dict[int, int] = {}
         self._stamps = 0
         self._wake_at = math.inf
@@ -175,14 +185,22 @@ class FlowTransport(Carrier):
             port.messages += 1
             port.bytes += size
             port.busy_ns += size / port.bytes_per_ns
-            self._on[c][msg] = None
-            self._touched[c] = None
         self._tail_of.append(self._tail(route, size))
-        self._path[msg] = path
-        self._left[msg] = float(size)
-        self._since[msg] = self.env._now
-        self._rate[msg] = 0.0
-        self._recompute_soon()
+        conn = self._conn_of.get(path)
+        if conn is None:
+            conn = self._conn_of[path] = len(self._paths)
+            self._paths.append(path)
+            self._queue.append(deque())
+        queue = self._queue[conn]
+        queue.append(msg)
+        if len(queue) == 1:
+            for c in path:
+                self._on[c][conn] = None
+                self._touched[c] = None
+            self._left[conn] = float(size)
+            self._since[conn] = self.env._now
+            self._rate[conn] = 0.0
+            self._recompute_soon()
 
     def _recompute_soon(self) -> None:
         """Recompute the rates once every change of this instant is in."""
@@ -200,17 +218,17 @@ class FlowTransport(Carrier):
 
     def _affected(self) -> list[int]:
         """The flows connected, through shared channels, to a channel that changed."""
-        on, path = self._on, self._path
+        on, paths = self._on, self._paths
         seen_channels = dict(self._touched)
         frontier = list(self._touched)
         self._touched = {}
         flows: dict[int, None] = {}
         while frontier:
             c = frontier.pop()
-            for msg in on[c]:
-                if msg not in flows:
-                    flows[msg] = None
-                    for other in path[msg]:
+            for conn in on[c]:
+                if conn not in flows:
+                    flows[conn] = None
+                    for other in paths[conn]:
                         if other not in seen_channels:
                             seen_channels[other] = None
                             frontier.append(other)
@@ -221,40 +239,31 @@ class FlowTransport(Carrier):
         flows = self._affected()
         if not flows:
             return
-        path = self._path
-        by_path: dict[tuple[int, ...], list[int]] = {}
-        for msg in flows:
-            by_path.setdefault(path[msg], []).append(msg)
-        groups = list(by_path.values())
-        rates = max_min_rates(list(by_path), self._capacity, [len(g) for g in groups])
+        paths = self._paths
+        rates = max_min_rates([paths[conn] for conn in flows], self._capacity)
         now = self.env._now
-        left, since, rate, stamp_of, size = (
-            self._left,
-            self._since,
-            self._rate,
-            self._stamp,
-            self.size,
-        )
+        left, since, rate, stamp_of = self._left, self._since, self._rate, self._stamp
+        head_size = self.size
+        queue = self._queue
         self._stamps += 1
         stamp = self._stamps
         heap = self._departures
-        for group, new in zip(groups, rates, strict=True):
-            for msg in group:
-                old = rate[msg]
-                if old == new and msg in stamp_of:
-                    continue  # same rate: its departure in the heap still holds
-                remaining = left[msg] - old * (now - since[msg])
-                left[msg] = remaining
-                since[msg] = now
-                rate[msg] = new
-                stamp_of[msg] = stamp
-                if remaining <= DONE_RTOL * size[msg]:
-                    heapq.heappush(heap, (now, msg, stamp))
-                elif new > 0.0:
-                    heapq.heappush(heap, (now + remaining / new, msg, stamp))
-                else:
-                    del stamp_of[msg]  # stopped by an outage: no departure until it ends
-        if len(heap) > STALE_FACTOR * len(path) + STALE_SLACK:
+        for conn, new in zip(flows, rates, strict=True):
+            old = rate[conn]
+            if old == new and conn in stamp_of:
+                continue  # same rate: its head's departure in the heap still holds
+            remaining = left[conn] - old * (now - since[conn])
+            left[conn] = remaining
+            since[conn] = now
+            rate[conn] = new
+            stamp_of[conn] = stamp
+            if remaining <= DONE_RTOL * head_size[queue[conn][0]]:
+                heapq.heappush(heap, (now, conn, stamp))
+            elif new > 0.0:
+                heapq.heappush(heap, (now + remaining / new, conn, stamp))
+            else:
+                del stamp_of[conn]  # stopped by an outage: no departure until it ends
+        if len(heap) > STALE_FACTOR * len(rate) + STALE_SLACK:
             # Superseded departures leave the heap only when they reach its top; a fabric
             # whose rates keep changing would otherwise keep every one of them.
             heap[:] = [d for d in heap if stamp_of.get(d[1]) == d[2]]
@@ -271,22 +280,37 @@ class FlowTransport(Carrier):
             self.env.schedule(Hop(self._departure_cbs, 0), delay=heap[0][0] - self.env._now)
 
     def _departure(self, _ev: Hop) -> None:
-        """Deliver, after their tails, the flows whose last byte has been sent now."""
+        """Deliver, after their tails, the heads whose last byte has been sent now; the
+        next message of a connection becomes its head at the same rate."""
         now = self.env._now
         if now != self._wake_at:
             return  # superseded by an earlier wake-up, which re-armed for later ones
         self._wake_at = math.inf
         heap = self._departures
+        stamp_of = self._stamp
         while heap and heap[0][0] <= now:
-            _, msg, stamp = heapq.heappop(heap)
-            if self._stamp.get(msg) != stamp:
+            _, conn, stamp = heapq.heappop(heap)
+            if stamp_of.get(conn) != stamp:
                 continue
-            del self._stamp[msg]
-            for c in self._path.pop(msg):
-                del self._on[c][msg]
-                self._touched[c] = None
-            del self._left[msg], self._since[msg], self._rate[msg]
+            queue = self._queue[conn]
+            msg = queue.popleft()
             self.env.schedule(Hop(self._deliver_cbs, msg), delay=self._tail_of[msg])
+            if queue:
+                size = self.size[queue[0]]
+                self._left[conn] = float(size)
+                self._since[conn] = now
+                rate = self._rate[conn]
+                if rate > 0.0:
+                    self._stamps += 1
+                    stamp_of[conn] = self._stamps
+                    heapq.heappush(heap, (now + size / rate, conn, self._stamps))
+                else:
+                    del stamp_of[conn]  # its last head slipped out as an outage began
+                continue
+            del stamp_of[conn], self._left[conn], self._since[conn], self._rate[conn]
+            for c in self._paths[conn]:
+                del self._on[c][conn]
+                self._touched[c] = None
         if self._touched:
             self._recompute_soon()
         self._wake()

@@ -152,3 +152,47 @@ def test_the_links_count_what_crossed_them_and_the_time_their_capacity_took() ->
     assert (shared.messages, shared.bytes) == (2, 3 * SIZE)
     assert shared.busy_ns == pytest.approx(3 * SIZE / _bw(transport, "sw", "g0"))
     assert transport.undelivered == 0
+
+
+def test_a_connection_serves_its_messages_in_order() -> None:
+    """Two messages on one route: the second waits for the first's last byte (FIFO), not
+    half the channel each."""
+    transport = _transport()
+    _send_at(transport, 0.0, "g1", "g0", SIZE)
+    _send_at(transport, 0.0, "g1", "g0", SIZE)
+    transport.run()
+    bw = _bw(transport, "g1", "sw")
+    tail = _zero_load(transport, 0) - SIZE / bw
+    assert transport.t_deliver == pytest.approx([SIZE / bw + tail, 2 * SIZE / bw + tail], rel=1e-12)
+
+
+def test_a_connection_holds_one_share_however_many_messages_wait_on_it() -> None:
+    """g1's two messages and g2's one into g0: g1 and g2 each get half of the shared channel
+    while both have a message (per message, g1 would get two thirds); g1's second message
+    then runs alone."""
+    transport = _transport()
+    _send_at(transport, 0.0, "g1", "g0", SIZE)
+    _send_at(transport, 0.0, "g1", "g0", SIZE)
+    _send_at(transport, 0.0, "g2", "g0", SIZE)
+    transport.run()
+    bw = _bw(transport, "sw", "g0")
+    tail = _zero_load(transport, 0) - SIZE / bw
+    first, second, other = transport.t_deliver
+    assert first == pytest.approx(2 * SIZE / bw + tail, rel=1e-12)
+    assert other == pytest.approx(2 * SIZE / bw + tail, rel=1e-12)
+    assert second == pytest.approx(3 * SIZE / bw + tail, rel=1e-12)
+
+
+def test_a_head_that_finishes_as_an_outage_begins_leaves_the_next_waiting() -> None:
+    """The first message's last byte leaves exactly as the outage starts; the second makes
+    no progress until the outage ends."""
+    transport = _transport()
+    bw = _bw(transport, "g1", "sw")
+    channel = transport.fabric.channel_index[("g1", "sw")]
+    transport.ports[channel].add_outage(SIZE / bw, SIZE / bw + 500.0)
+    _send_at(transport, 0.0, "g1", "g0", SIZE)
+    _send_at(transport, 0.0, "g1", "g0", SIZE)
+    transport.run()
+    tail = _zero_load(transport, 0) - SIZE / bw
+    assert transport.t_deliver[0] == pytest.approx(SIZE / bw + tail, rel=1e-12)
+    assert transport.t_deliver[1] == pytest.approx(2 * SIZE / bw + 500.0 + tail, rel=1e-12)

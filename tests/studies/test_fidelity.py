@@ -33,23 +33,24 @@ def test_at_light_load_the_two_fidelities_agree() -> None:
     assert abs(c.p99_error) < 0.02
 
 
-@pytest.mark.parametrize(
-    ("name", "mean_band", "p99_band"),
-    [
-        # Measured 2026-12-04: +5.1 % / +19.4 %, and +4.6 % / +15.7 %.
-        ("nvswitch_8gpu.yaml", (0.02, 0.09), (0.10, 0.28)),
-        ("direct_rc_4gpu.yaml", (0.02, 0.09), (0.08, 0.24)),
-    ],
-)
-def test_at_the_shipped_loads_fair_sharing_is_slower_than_fifo_ports(
-    name: str, mean_band: tuple[float, float], p99_band: tuple[float, float]
-) -> None:
-    """Under load a fluid channel serves its flows together, a packet port one after the
-    other: the same work is done, but each message finishes later than first in line
-    would. So the fluid errors are positive, and larger in the tail."""
+@pytest.mark.parametrize("name", ["nvswitch_8gpu.yaml", "direct_rc_4gpu.yaml"])
+def test_where_each_source_has_one_connection_the_two_fidelities_agree(name: str) -> None:
+    """Tornado and permutation traffic at the shipped loads: a source's messages queue on
+    one connection, served in order as the packet port serves them (measured 2026-12-04:
+    within 0.1 % on mean and p99; sharing the channel per message was +5 % / +16-19 %)."""
     c = _compare(name)
-    assert mean_band[0] < c.mean_error < mean_band[1]
-    assert p99_band[0] < c.p99_error < p99_band[1]
+    assert abs(c.mean_error) < 0.01
+    assert abs(c.p99_error) < 0.02
+
+
+def test_where_a_source_spreads_over_many_connections_fair_sharing_is_slower() -> None:
+    """fat_tree_8gpu's uniform random traffic: a source's messages to different GPUs are
+    different connections, which a fluid channel serves together and a packet port one
+    after the other; the same work is done, but each message finishes later than first in
+    line would (measured 2026-12-04: +8.5 % on the mean, +8.9 % on p99)."""
+    c = _compare("fat_tree_8gpu.yaml")
+    assert 0.04 < c.mean_error < 0.13
+    assert 0.04 < c.p99_error < 0.14
 
 
 def test_the_fluid_model_has_no_head_of_line_blocking() -> None:
