@@ -138,7 +138,7 @@ class FlowTransport(Carrier):
     def cut_through(self) -> dict[str, int]:
         return dict(self._cut_through)
 
-    def route_ids(self) -> list[int]:
+    def route_ids(self) -> np.ndarray:
         """Each message's route id (``router.routes``), from the path rank it was given."""
         return self.router.route_ids(self.src, self.dst, self.rank)
 

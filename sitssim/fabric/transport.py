@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Protocol
 
+import numpy as np
 import simpy
 
 from sitssim.errors import InvariantViolation
@@ -209,7 +210,7 @@ class Transport(Carrier):
             if isinstance(port, FlitPort):
                 port.reverse = self.ports[index[(ch.dst, ch.src)]]
 
-    def route_ids(self) -> list[int]:
+    def route_ids(self) -> np.ndarray:
         """Each message's route id (``router.routes``), from the path rank it was given."""
         return self.router.route_ids(self.src, self.dst, self.routing.rank)
 

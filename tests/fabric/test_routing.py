@@ -409,3 +409,30 @@ def test_each_hop_routed_from_the_tables_follows_the_routers_path(
     if name in ("ring", "nvswitch"):
         # Sprayed pairs really rotate: the walk would also pass if every message took one path.
         assert len({tuple(c) for c in expected}) > len(set(pairs))
+
+
+@pytest.mark.parametrize("name", ["fat_tree", "nvswitch", "ring"])
+def test_route_ids_number_routes_in_order_of_each_pairs_first_message(name: str) -> None:
+    """Messages in a shuffled pair order with random ranks: the ids a fresh router gives
+    them all at once are those of a router asked message by message (pairs met first get
+    the lowest ids; a sprayed pair's rank picks among its routes; a pinned pair's rank is
+    ignored)."""
+    fabric = _fabric(TOPOLOGIES[name])
+    gpus = sorted(n for n in fabric.graph if fabric.graph.nodes[n]["kind"] == "gpu")
+    number = {n: i for i, n in enumerate(sorted(fabric.graph))}
+    rng = random.Random(7)
+    pairs = list(permutations(gpus, 2))
+    msgs = [rng.choice(pairs) for _ in range(400)]
+    src = [number[a] for a, _ in msgs]
+    dst = [number[b] for _, b in msgs]
+    rank = [rng.randrange(8) for _ in msgs]
+    one_by_one = Router(fabric)
+    expected = []
+    for (a, b), k in zip(msgs, rank, strict=True):
+        routes = one_by_one.selector(a, b).routes
+        expected.append(routes[k % len(routes)].id if len(routes) > 1 else routes[0].id)
+    # Ranks beyond a sprayed pair's path count never occur in a run; keep them in range.
+    counts = [len(one_by_one.selector(a, b).routes) for a, b in msgs]
+    rank = [k % c if c > 1 else k for k, c in zip(rank, counts, strict=True)]
+    assert list(Router(fabric).route_ids(src, dst, rank)) == expected
+    assert any(c > 1 for c in counts) == (name == "nvswitch")  # only NVSwitch sprays
