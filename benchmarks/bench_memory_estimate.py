@@ -1,7 +1,8 @@
 """The resource estimate against measured peak memory, scenario by scenario.
 
 Run as ``python benchmarks/bench_memory_estimate.py [SCENARIO ...]`` (default: every
-``scenarios/*.yaml``, ``scenarios/violations/*.yaml`` and ``scenarios/scale/*.yaml``). Each
+``scenarios/*.yaml``, ``scenarios/violations/*.yaml`` and ``scenarios/scale/*.yaml``);
+``--fidelity flow`` runs and estimates each at flow level instead of its own fidelity. Each
 scenario runs in its own ``sitssim run SCENARIO --out TMP --no-figures`` subprocess; its
 peak RSS is that child's ``ru_maxrss`` (``resource.getrusage(RUSAGE_CHILDREN)`` is a
 running maximum over all children, so each run gets a fresh measuring process). The estimate is
@@ -47,13 +48,14 @@ print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 """
 
 
-def measure(path: Path) -> tuple[int, float, int | None]:
+def measure(path: Path, fidelity: str | None = None) -> tuple[int, float, int | None]:
     """Exit code, peak RSS (bytes) and delivered messages of one run."""
+    extra = [] if fidelity is None else ["--fidelity", fidelity]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         env = {**os.environ, "MPLBACKEND": "Agg"}
         proc = subprocess.run(
-            [sys.executable, "-c", _MEASURE, str(path), "--out", str(out), "--no-figures"],
+            [sys.executable, "-c", _MEASURE, str(path), "--out", str(out), "--no-figures", *extra],
             capture_output=True,
             text=True,
             env=env,
@@ -67,7 +69,7 @@ def measure(path: Path) -> tuple[int, float, int | None]:
         return int(code), float(peak), messages
 
 
-def timed_preflight(path: Path) -> tuple[Estimate, float]:
+def timed_preflight(path: Path, fidelity: str | None = None) -> tuple[Estimate, float]:
     """The estimate, and its time as a share of the validation's without it (same run)."""
     spent = []
     inner = preflight_module.estimate
@@ -81,7 +83,10 @@ def timed_preflight(path: Path) -> tuple[Estimate, float]:
     preflight_module.estimate = timed
     try:
         start = time.perf_counter()
-        est = preflight(load_scenario(path)).estimate
+        scenario = load_scenario(path)
+        if fidelity is not None:
+            scenario = scenario.updated(fidelity=fidelity)
+        est = preflight(scenario).estimate
         total = time.perf_counter() - start
     finally:
         preflight_module.estimate = inner
@@ -98,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", type=Path)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--fidelity", choices=("packet", "flow"), default=None)
     args = parser.parse_args(argv)
     paths = args.scenarios or [
         p
@@ -111,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = []
     rows = []
     for path in paths:
-        est, share = timed_preflight(path)
+        est, share = timed_preflight(path, args.fidelity)
         start = time.perf_counter()
-        code, peak, messages = measure(path)
+        code, peak, messages = measure(path, args.fidelity)
         wall = time.perf_counter() - start
         ratio = est.memory_bytes / peak
         rows.append(
