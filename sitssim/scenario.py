@@ -438,8 +438,8 @@ class Scenario(_Strict):
     fidelity: Fidelity = Field(
         default="packet",
         description="packet: every message over ports, switches and links as they work; "
-        "flow: every message a max-min fair fluid flow (faster, approximate; the clauses that "
-        "need packet-level facts are n/a)",
+        "flow: each route's messages a connection served in order, the connections max-min "
+        "fair fluid flows (approximate; the clauses that need packet-level facts are n/a)",
     )
     topology: Topology
     links: dict[NodeName, LinkProfile] = Field(default_factory=lambda: {"default": LinkProfile()})

@@ -80,7 +80,8 @@ class FluidChannel:
 
 
 class FlowTransport(Carrier):
-    """Messages as max-min fair fluid flows (see the module docstring).
+    """Each route's messages a connection served in order, the connections max-min fair
+    fluid flows (see the module docstring).
 
     ``cut_through_bytes``: the switches' virtual cut-through head (0: store and forward),
     which the zero-load part of a flow's latency follows as the packet transport's does.
@@ -243,8 +244,7 @@ class FlowTransport(Carrier):
         rates = max_min_rates([paths[conn] for conn in flows], self._capacity)
         now = self.env._now
         left, since, rate, stamp_of = self._left, self._since, self._rate, self._stamp
-        head_size = self.size
-        queue = self._queue
+        size, queue = self.size, self._queue
         self._stamps += 1
         stamp = self._stamps
         heap = self._departures
@@ -257,7 +257,7 @@ class FlowTransport(Carrier):
             since[conn] = now
             rate[conn] = new
             stamp_of[conn] = stamp
-            if remaining <= DONE_RTOL * head_size[queue[conn][0]]:
+            if remaining <= DONE_RTOL * size[queue[conn][0]]:
                 heapq.heappush(heap, (now, conn, stamp))
             elif new > 0.0:
                 heapq.heappush(heap, (now + remaining / new, conn, stamp))

@@ -92,8 +92,9 @@ def test_a_flow_alone_is_delivered_at_the_zero_load_latency(cut_through: int) ->
     assert transport.t_deliver[0] == pytest.approx(_zero_load(transport, 0), rel=1e-12)
 
 
-def test_two_flows_into_one_channel_share_it_equally() -> None:
-    """Processor sharing, not FIFO: both finish their bytes together, at twice one's time."""
+def test_two_connections_into_one_channel_share_it_equally() -> None:
+    """Processor sharing between connections, not FIFO: both finish their bytes together,
+    at twice one's time."""
     transport = _transport()
     _send_at(transport, 0.0, "g1", "g0", SIZE)
     _send_at(transport, 0.0, "g2", "g0", SIZE)
