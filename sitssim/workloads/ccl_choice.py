@@ -108,5 +108,7 @@ class CallChooser:
             allowed=self._allowed,
         )
         launch = launch_for(algorithm, protocol, n_bytes, self.n_ranks, self.comm_channels)
-        costs = nccl_endpoint_costs(algorithm, protocol, self.generation, self.comm_channels)
+        costs = nccl_endpoint_costs(
+            algorithm, protocol, op, self.searches[algorithm], self.generation, launch.channels
+        )
         return CclCall(algorithm, protocol, launch.channels, costs)
