@@ -12,23 +12,27 @@ from Detect.Quiet to L0. The driver here times each state as
 and feeds the state's outcome to the LTSSM as an event. Step *counts* come from
 signal-level simulation of the link's channel:
 
-* EQ phases 1-3: LMS iterations (512-symbol blocks of real PRBS training
-  sequences) and Tx presets tried, from ``equalizer.level3_eq_detail``;
+* EQ phases 1-3: LMS iterations (one per training set of real framed PRBS,
+  ``training_source.py``) and Tx presets tried, from ``equalizer.level3_eq_detail``;
+  in phases 2 and 3 each preset costs the blocks its receiver needed to re-acquire;
 * Recovery.RcvrLock after EQ: CDR phase updates to lock, from ``cdr.run_cdr``
   behind the tuned Tx preset and a linear Rx FFE trained on the same channel,
   with the device's TRAIN_CTRL[7:4] integration window and a phase that starts
   anywhere in the UI (the receiver re-acquires after the Tx presets changed);
-* the receiver's PRBS31 checker verifies the training sequences it received
-  after EQ (the final evaluation blocks: the sets it decides and checks).
+* the receiver's framer and PRBS31 checker (``sequence_check.py``) observe the set
+  length and verify the training sequences it received after EQ (the final
+  evaluation blocks: the sets it decides and checks);
+* in Polling.Active each receiver counts its partner's symbols in a gate of its own
+  reference clock (``rate_counter.py``): the symbol rate it saw.
 
 Bit lock in Polling.Active, before any EQ, is not simulated at the signal level:
 the modelled receiver has no CTLE, and a bang-bang CDR on the raw channel locks
 reliably only up to about 4 dB of loss. Polling.Active lasts the 1024 training
 sets it must send.
 
-Step *costs* are the device profile's (``profile.PhyCosts``). The UI is the
-link's own symbol period (bits per symbol / rate), so the recorded symbol
-timing is what ``phy.symbol_rate`` measures. The number of ordered sets per
+Step *costs* are the device profile's (``phy_profile.PhyCosts``, each with its
+source). The UI is the link's own symbol period (bits per symbol / rate): a set
+lasts its marker and training sequence in UI. The number of ordered sets per
 state (:data:`SETS_PER_STATE`) is the PCIe count (Polling.Active sends 1024, a
 handshake state waits for 8 and sends 16, ...), all of the device's training
 length. A state that would outlast its PCIe timeout times out instead.
@@ -83,9 +87,9 @@ from sitssim.phy.sequence_check import SequenceCheck, check_decisions
 from sitssim.phy.training_source import PrbsTrainingSource
 from sitssim.rng import component_rng
 
-# Ordered sets (each a training sequence of the device's length) per state: PCIe's
-# Polling.Active sends at least 1024; a handshake state receives 8 and sends 16 after
-# the first; the Linkwidth/Lanenum states need 2 consecutive; RcvrLock needs 8.
+# Ordered sets (each a marker and a training sequence of the device's length) per state:
+# PCIe's Polling.Active sends at least 1024; a handshake state receives 8 and sends 16
+# after the first; the Linkwidth/Lanenum states need 2 consecutive; RcvrLock needs 8.
 POLLING_ACTIVE_SETS = 1024
 SETS_PER_STATE: dict[State, int] = {
     State.POLLING_ACTIVE: POLLING_ACTIVE_SETS,
