@@ -413,16 +413,18 @@ def reset_to_l0(clause: Clause, ctx: RunContext) -> Verdict:
     links, states = _table(ctx, "phy_links"), _table(ctx, "link_states")
     if links is None or states is None or links.empty:
         return clause.not_applicable("no links were trained")
-    l0 = states[states["state"] == State.L0.value].sort_values("t_enter_ns")
-    first = l0.groupby("link").first()
+    ordered = states.sort_values("t_enter_ns", kind="stable")
+    first = ordered[ordered["state"] == State.L0.value].groupby("link").first()
     names = links["link"].to_numpy()
     times_us = first["t_enter_ns"].reindex(names).to_numpy(dtype=float) / 1e3
+    # A link that never reached L0 points at the state it was left in.
+    last = ordered.groupby("link")["state_id"].last()
     reached = pd.DataFrame(
         {
             "link": names,
             # A link that never reached L0 is later than any that did.
             "t_us": np.where(np.isnan(times_us), np.inf, times_us),
-            "state_id": first["state_id"].reindex(names).to_numpy(),
+            "state_id": first["state_id"].reindex(names).fillna(last.reindex(names)).to_numpy(),
         }
     )
 
