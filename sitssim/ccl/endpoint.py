@@ -16,8 +16,8 @@ endpoints, apart from the links and switches the messages cross:
   moves at most so many payload bytes per ns whatever the links could carry.
 
 No NCCL source states these costs as such. Their only published estimates are the inputs of
-NCCL's own cost model, and that is where ``nccl_endpoint_costs`` takes them from (NCCL
-2.20.3 ``src/graph/tuning.cc``; ``docs/ccl_sources.md`` §1, §4): the fixed cost is the
+NCCL's own cost model, of the release the GPUs run, and that is where ``nccl_endpoint_costs``
+takes them from (``ccl.tuning.CostModel``; ``docs/ccl_sources.md`` §1, §4): the fixed cost is the
 model's base latency ``baseLat`` and the handshake its per-step NVLink latency ``hwLat`` for
 the same algorithm and protocol. The copy rate is the bus bandwidth the model gives the
 pair (``tuning.bus_bandwidth_GBps``: the search's bandwidth for Simple, 92 % of it capped
@@ -44,12 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sitssim.ccl.tuning import (
-    BASE_LATENCY_US,
-    HW_LATENCY_US,
-    SearchResult,
-    bus_bandwidth_GBps,
-)
+from sitssim.ccl.tuning import CostModel, SearchResult, bus_bandwidth_GBps
 
 NS_PER_US = 1000.0
 
@@ -74,6 +69,7 @@ class EndpointCosts:
 
 
 def nccl_endpoint_costs(
+    model: CostModel,
     algorithm: str,
     protocol: str,
     operation: str,
@@ -83,22 +79,23 @@ def nccl_endpoint_costs(
 ) -> EndpointCosts:
     """The endpoint costs of (``algorithm``, ``protocol``) running ``operation`` on
     ``channels`` blocks per GPU of one NVLink node whose topology search found ``search``,
-    from the inputs of NCCL 2.20.3's cost model (module docstring)."""
+    from the inputs of ``model``, the cost model of the NCCL release the GPUs run (module
+    docstring)."""
     key = (algorithm, protocol)
-    if key not in BASE_LATENCY_US:
+    if key not in model.base_latency_us:
         raise ValueError(f"no endpoint costs for {algorithm!r} / {protocol!r}")
     if channels < 1:
         raise ValueError(f"channels must be >= 1, got {channels}")
     if algorithm == "nvls":
         return EndpointCosts(
-            kernel_ns=HW_LATENCY_US["nvlink"][key] * NS_PER_US,
-            step_ns=HW_LATENCY_US["nvlink"][("ring", "simple")] * NS_PER_US,
+            kernel_ns=model.hw_latency_us["nvlink"][key] * NS_PER_US,
+            step_ns=model.hw_latency_us["nvlink"][("ring", "simple")] * NS_PER_US,
             block_bytes_per_ns=math.inf,
         )
-    bus = bus_bandwidth_GBps(algorithm, protocol, operation, search, generation)
+    bus = bus_bandwidth_GBps(model, algorithm, protocol, operation, search, generation)
     # GB/s is bytes per ns.
     return EndpointCosts(
-        kernel_ns=BASE_LATENCY_US[key] * NS_PER_US,
-        step_ns=HW_LATENCY_US["nvlink"][key] * NS_PER_US,
+        kernel_ns=model.base_latency_us[key] * NS_PER_US,
+        step_ns=model.hw_latency_us["nvlink"][key] * NS_PER_US,
         block_bytes_per_ns=bus / channels,
     )

@@ -10,7 +10,7 @@ import pytest
 
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.search import ring_search
-from sitssim.ccl.tuning import generation_of
+from sitssim.ccl.tuning import NCCL_2_20, generation_of
 
 H100 = ring_search(18, "hopper")
 A100 = ring_search(12, "ampere")
@@ -22,7 +22,7 @@ def test_the_searches_are_the_ones_the_rates_below_assume() -> None:
 
 
 def test_a_ring_ll_call_pays_the_base_latency_once_and_the_nvlink_latency_per_step() -> None:
-    costs = nccl_endpoint_costs("ring", "ll", "all_reduce", H100, "hopper", 24)
+    costs = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100, "hopper", 24)
     assert costs.kernel_ns == 6600.0
     assert costs.step_ns == 600.0
     # A quarter of 12 x 30 GB/s, capped at llMaxBw (87.7 GB/s), over the 24 running blocks.
@@ -31,36 +31,36 @@ def test_a_ring_ll_call_pays_the_base_latency_once_and_the_nvlink_latency_per_st
 
 
 def test_the_blocks_a_call_runs_share_the_bus_bandwidth_not_the_communicators_channels() -> None:
-    one = nccl_endpoint_costs("ring", "ll", "all_reduce", H100, "hopper", 1)
-    eight = nccl_endpoint_costs("ring", "ll", "all_reduce", H100, "hopper", 8)
+    one = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100, "hopper", 1)
+    eight = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100, "hopper", 8)
     assert one.block_bytes_per_ns == pytest.approx(87.7)
     assert eight.block_bytes_per_ns == pytest.approx(87.7 / 8)
     # On A100 a quarter of 12 x 20 GB/s (60) is under llMaxBw.
-    a100 = nccl_endpoint_costs("ring", "ll", "all_reduce", A100, "ampere", 2)
+    a100 = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", A100, "ampere", 2)
     assert a100.block_bytes_per_ns == pytest.approx(30.0)
 
 
 def test_ll128_and_simple_blocks_share_their_protocols_bus_bandwidth() -> None:
     # LL128: 92 % of the search's bandwidth, capped at 36.7 (Hopper) or 20 (Ampere) GB/s per
     # search channel; Simple: the search's bandwidth.
-    ll128 = nccl_endpoint_costs("ring", "ll128", "all_reduce", H100, "hopper", 24)
+    ll128 = nccl_endpoint_costs(NCCL_2_20, "ring", "ll128", "all_reduce", H100, "hopper", 24)
     assert ll128.block_bytes_per_ns == pytest.approx(0.92 * 360 / 24)
-    ll128 = nccl_endpoint_costs("ring", "ll128", "all_reduce", A100, "ampere", 24)
+    ll128 = nccl_endpoint_costs(NCCL_2_20, "ring", "ll128", "all_reduce", A100, "ampere", 24)
     assert ll128.block_bytes_per_ns == pytest.approx(0.92 * 240 / 24)
-    simple = nccl_endpoint_costs("ring", "simple", "all_reduce", A100, "ampere", 24)
+    simple = nccl_endpoint_costs(NCCL_2_20, "ring", "simple", "all_reduce", A100, "ampere", 24)
     assert simple.block_bytes_per_ns == pytest.approx(10.0)
     assert (simple.kernel_ns, simple.step_ns) == (8400.0, 3400.0)
 
 
 def test_nvls_pays_its_latency_once_and_simples_handshake_per_step() -> None:
-    nvls = nccl_endpoint_costs("nvls", "simple", "all_reduce", H100, "hopper", 16)
+    nvls = nccl_endpoint_costs(NCCL_2_20, "nvls", "simple", "all_reduce", H100, "hopper", 16)
     assert (nvls.kernel_ns, nvls.step_ns) == (23_000.0, 3400.0)
     assert nvls.block_bytes_per_ns == math.inf and nvls.copy_ns(1 << 30) == 0.0
 
 
 def test_a_call_on_no_channel_is_refused() -> None:
     with pytest.raises(ValueError, match="channels"):
-        nccl_endpoint_costs("ring", "ll", "all_reduce", H100, "hopper", 0)
+        nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100, "hopper", 0)
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from sitssim.ccl.custom_ar import ONE_SHOT, custom_algorithm, custom_costs
 from sitssim.ccl.endpoint import nccl_endpoint_costs
 from sitssim.ccl.protocols import PROTOCOLS
 from sitssim.ccl.search import ring_search
-from sitssim.ccl.tuning import ring_steps
+from sitssim.ccl.tuning import NCCL_2_20, ring_steps
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
 from sitssim.workloads.ccl_nvls import CclNvls
@@ -70,7 +70,7 @@ def test_every_rank_ends_with_its_promise_and_an_all_reduce_never_beats_the_boun
         "ring",
         protocol,
         channels,
-        nccl_endpoint_costs("ring", protocol, operation, H100_RINGS, "hopper", channels),
+        nccl_endpoint_costs(NCCL_2_20, "ring", protocol, operation, H100_RINGS, "hopper", channels),
     )
     done: list[float] = []
     handle = CclRing(
@@ -107,7 +107,9 @@ def test_an_nvls_all_reduce_sums_every_contribution_through_the_switches(case: t
         "nvls",
         "simple",
         channels,
-        nccl_endpoint_costs("nvls", "simple", "all_reduce", H100_RINGS, "hopper", channels),
+        nccl_endpoint_costs(
+            NCCL_2_20, "nvls", "simple", "all_reduce", H100_RINGS, "hopper", channels
+        ),
     )
     done: list[float] = []
     handle = CclNvls(

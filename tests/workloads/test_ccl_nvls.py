@@ -15,6 +15,7 @@ from idle_fabrics import idle_transport
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.nvls import nvls_plan
 from sitssim.ccl.search import ring_search
+from sitssim.ccl.tuning import NCCL_2_20
 from sitssim.ccl.write_packets import SM_WRITES
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
@@ -56,7 +57,7 @@ def run(
 ) -> tuple[Fabric, Transport, CollectiveHandle]:
     fabric, transport = idle(gpus)
     costs = costs or nccl_endpoint_costs(
-        "nvls", "simple", "all_reduce", H100_RINGS, "hopper", channels
+        NCCL_2_20, "nvls", "simple", "all_reduce", H100_RINGS, "hopper", channels
     )
     call = CclCall("nvls", "simple", channels, costs)
     handle = CclNvls(

@@ -18,6 +18,7 @@ from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.plan import ring_plan
 from sitssim.ccl.protocols import PROTOCOLS
 from sitssim.ccl.search import ring_search
+from sitssim.ccl.tuning import NCCL_2_20
 from sitssim.ccl.write_packets import SM_WRITES
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
@@ -54,7 +55,9 @@ def run(
 ) -> tuple[Fabric, Transport, CollectiveHandle]:
     fabric, transport = idle(topology)
     if costs is None:
-        costs = nccl_endpoint_costs("ring", protocol, operation, H100_RINGS, "hopper", channels)
+        costs = nccl_endpoint_costs(
+            NCCL_2_20, "ring", protocol, operation, H100_RINGS, "hopper", channels
+        )
     call = CclCall("ring", protocol, channels, costs)
     ring = CclRing(
         transport, fabric.gpus, size, operation, call, 0, 0, None, max_message_bytes, None
@@ -73,7 +76,7 @@ def test_a_tiny_all_reduce_is_the_kernel_then_one_chunk_round_the_ring_twice() -
     # call is the kernel's fixed cost, then 2(n - 1) sends of that lane's chunk, each one
     # delivered and then acted on after a handshake (the last receive too), each of the
     # 2n - 1 steps copying the 8 bytes once.
-    costs = nccl_endpoint_costs("ring", "ll", "all_reduce", H100_RINGS, "hopper", 1)
+    costs = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100_RINGS, "hopper", 1)
     _, transport, h = run(8, "ll", 1, costs)
     assert h.result_complete()
     assert len(h.messages) == 14
