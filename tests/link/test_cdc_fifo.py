@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cdc_events import counted_occupancy, words_lost_by_count
 from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
@@ -212,29 +213,6 @@ def _part(verdict, name: str):
     return next(p for p in verdict.parts if p.name == name)
 
 
-def _counted_occupancy(fifo: pd.DataFrame, ratio: int = DESIGN.ratio) -> pd.Series:
-    """Each trace's occupancy counted again from its events: narrow words written, less
-    ``ratio`` for each wide word read, from an empty FIFO."""
-    fifo = fifo.sort_values(["link_id", "corner", "cycle"], kind="stable")
-    keys = [fifo["link_id"], fifo["corner"]]
-    written = fifo["written"].astype(int).groupby(keys, observed=True).cumsum()
-    read = fifo["read"].astype(int).groupby(keys, observed=True).cumsum()
-    return (written - ratio * read).reindex(fifo.index)
-
-
-def _words_lost_by_count(depth: int, corner: str) -> int:
-    """Words the worst-case burst loses at ``depth``, counted from the run's events rather
-    than its overflow counter: the words the open gate let into the writer's pipeline land
-    ``pipeline`` edges later, and those not written were lost."""
-    timing = flop_timing(corner)
-    burst = worst_case_burst(DESIGN, timing, depth)
-    run = simulate_fifo(DESIGN, timing, depth, burst)
-    edges = run.written.shape[0]
-    issued = burst.offer[:edges] & ~run.stop_seen
-    landed = issued[: edges - DESIGN.pipeline].sum()
-    return int(landed - run.written.sum())
-
-
 def test_fat_tree_evaluates_every_link_and_corner_and_passes(fat_tree) -> None:
     """link.cdc_fifo_depth, link.cdc_sync_latency, link.handshake_setup pass on the fat tree.
 
@@ -257,7 +235,7 @@ def test_fat_tree_evaluates_every_link_and_corner_and_passes(fat_tree) -> None:
     assert "holds by construction" in depth.detail
     assert "minimal safe depth by bisection there 213" in depth.detail
     fifo = fat_tree.tables["fifo"]
-    counted = _counted_occupancy(fifo)
+    counted = counted_occupancy(fifo, DESIGN.ratio)
     np.testing.assert_array_equal(counted.to_numpy(), fifo["occupancy"].to_numpy())
     configured = fifo.merge(cdc, on=["link_id", "corner"], how="left")["configured_depth"]
     assert (counted.to_numpy() <= configured.to_numpy()).all()
@@ -293,7 +271,7 @@ def test_undersized_fifo_overflows_in_the_run(tmp_path: Path) -> None:
     assert verdict["verdict"] == "fail"
     parts = {p["name"]: p for p in verdict["parts"]}
     assert parts["lost"]["verdict"] == parts["depth"]["verdict"] == "fail"
-    assert parts["lost"]["measured"] == _words_lost_by_count(192, WORST_CORNER) > 0
+    assert parts["lost"]["measured"] == words_lost_by_count(DESIGN, 192, WORST_CORNER) > 0
     assert parts["depth"]["measured"] == load_scenario(path).link_layer.cdc.fifo_depth
     assert parts["depth"]["limit"] == 218
     # The verdict's own figures are its measured part's.
@@ -303,7 +281,7 @@ def test_undersized_fifo_overflows_in_the_run(tmp_path: Path) -> None:
     assert (cdc["configured_depth"] < cdc["min_safe_depth"]).all()
     assert (cdc["overflows"] > 0).all()
     rows = next(e for e in verdict["evidence"] if e["table"] == "fifo")
-    counted = _counted_occupancy(fifo)
+    counted = counted_occupancy(fifo, DESIGN.ratio)
     cited = fifo.set_index("sample_id").loc[rows["rows"]]
     assert cited["lost"].all()
     # A word is lost only when the FIFO is full: counted from its writes and reads, it
@@ -320,7 +298,7 @@ def test_a_fifo_between_the_safe_depth_and_the_formula_fails_by_the_formula_alon
     assert verdict.verdict == "fail"
     lost, depth = _part(verdict, "lost"), _part(verdict, "depth")
     assert lost.verdict == "pass"
-    assert lost.measured == _words_lost_by_count(215, WORST_CORNER) == 0
+    assert lost.measured == words_lost_by_count(DESIGN, 215, WORST_CORNER) == 0
     assert (depth.verdict, depth.measured, depth.limit) == ("fail", 215, 218)
     assert (verdict.measured, verdict.basis) == (215, "configured")
     cdc = ctx.tables["cdc"]
