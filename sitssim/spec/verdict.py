@@ -33,6 +33,17 @@ def evidence(table: str, ids: Any) -> Evidence:
     return Evidence(table=table, rows=tuple(ids[:EVIDENCE_ROWS]), total=len(ids))
 
 
+def _figures(judged: Part | Verdict) -> dict[str, Any]:
+    """What a verdict or a part measured, against what, and on what basis, as printed."""
+    return {
+        "measured": judged.measured,
+        "op": judged.op,
+        "limit": judged.limit,
+        "unit": judged.unit,
+        "basis": judged.basis,
+    }
+
+
 @dataclass(frozen=True)
 class Part:
     """One check of a clause that makes several, each against its own limit and on its own
@@ -50,15 +61,7 @@ class Part:
     basis: Basis
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "verdict": self.verdict,
-            "measured": self.measured,
-            "op": self.op,
-            "limit": self.limit,
-            "unit": self.unit,
-            "basis": self.basis,
-        }
+        return {"name": self.name, "verdict": self.verdict, **_figures(self)}
 
 
 @dataclass(frozen=True)
@@ -80,11 +83,7 @@ class Verdict:
             "id": self.id,
             "layer": self.layer,
             "verdict": self.verdict,
-            "measured": self.measured,
-            "op": self.op,
-            "limit": self.limit,
-            "unit": self.unit,
-            "basis": self.basis,
+            **_figures(self),
         }
         # Only a clause of several parts has the key: every other verdict prints as before.
         if self.parts:

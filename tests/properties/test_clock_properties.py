@@ -91,6 +91,17 @@ def test_a_correct_devices_stamps_are_strictly_monotonic(config: ClockConfig, se
     assert verdict.measured == 0
 
 
+def _sets_stepping_back(config: ClockConfig, seed: int, at: float, step: float) -> pd.DataFrame:
+    """The ordered sets of one link whose device ``a`` steps its clock back by ``step`` at
+    ``at``."""
+    fault = ClockStepBack.model_validate(
+        {"kind": "clock_step_back", "device": "a", "at": f"{at}ns", "step": f"{step}ns"}
+    )
+    clocks = build_clocks(config, ["a", "b"], seed, HORIZON_NS, steps=[fault])
+    u = config.phy_uncertainty
+    return ordered_sets_table(_link("a", "b"), clocks, ORDERED_SET_FLITS, u, HORIZON_NS, seed)
+
+
 @given(
     config=clock_configs,
     seed=st.integers(0, 2**32 - 1),
@@ -103,12 +114,7 @@ def test_the_clause_flags_a_clock_that_steps_back(
     """link.ts_injection: a step back larger than the ordered-set spacing (plus the stamp
     uncertainty) is one violation on each direction the faulty device sends on, at the step."""
     step = 1.05 * SPACING_NS + 2 * config.phy_uncertainty + extra
-    fault = ClockStepBack.model_validate(
-        {"kind": "clock_step_back", "device": "a", "at": f"{at}ns", "step": f"{step}ns"}
-    )
-    clocks = build_clocks(config, ["a", "b"], seed, HORIZON_NS, steps=[fault])
-    u = config.phy_uncertainty
-    table = ordered_sets_table(_link("a", "b"), clocks, ORDERED_SET_FLITS, u, HORIZON_NS, seed)
+    table = _sets_stepping_back(config, seed, at, step)
     verdict = _judge(table)
     assert verdict.verdict == "fail"
     assert verdict.measured == 1
@@ -216,13 +222,8 @@ def test_ts_injection_verdict_counts_the_sets_out_of_order(
 
     A clock that steps back by 0.1-2.4 ordered-set spacings at a random time: a step
     shorter than the spacing (less drift and stamp noise) leaves the stamps rising. The
-    ci profile draws 31 conforming clocks and 9 that break it."""
-    fault = ClockStepBack.model_validate(
-        {"kind": "clock_step_back", "device": "a", "at": f"{at}ns", "step": f"{step}ns"}
-    )
-    clocks = build_clocks(config, ["a", "b"], seed, HORIZON_NS, steps=[fault])
-    u = config.phy_uncertainty
-    table = ordered_sets_table(_link("a", "b"), clocks, ORDERED_SET_FLITS, u, HORIZON_NS, seed)
+    ci profile draws 29 conforming clocks and 11 that break it."""
+    table = _sets_stepping_back(config, seed, at, step)
     bad = _stamp_violations(table)
     verdict = _judge(table)
     assert verdict.verdict == ("fail" if len(bad) else "pass")
