@@ -38,18 +38,12 @@ def test_rollovers_computed_out_of_time_order_leave_legal_link_states(gap_ns: fl
     check_link_states(stage.tables()["link_states"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="PhyStage.recover answers on the traffic clock through the PHY clock, whose "
-    "larger values round the request's time: a link that stays down past the traffic "
-    "phase is 'back' up to half an ulp before it was asked, and the replay core stops the "
-    "run (ReplayInvariantError: time went backwards)",
-)
 def test_a_recovery_is_never_over_before_it_was_asked_for() -> None:
     """Found while shrinking a random run: a link whose BER retraining gave up (down to
     the end of traffic) rolled over after the traffic phase, at a time that t + the
-    traffic start rounds down on the PHY clock."""
+    traffic start rounds down on the PHY clock. ``PhyStage.recover`` answered through the
+    PHY clock, half an ulp before the request, and the replay core stopped the run
+    (ReplayInvariantError: time went backwards)."""
     scenario = phy.star(
         gpus=1, duration="2ms", drift=[{"link": "s0-gpu0", "start": "100us", "snr_db": "5dB"}]
     )
