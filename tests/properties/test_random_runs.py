@@ -56,17 +56,12 @@ def test_a_recovery_is_never_over_before_it_was_asked_for() -> None:
     assert stage.recover(link.channels[0], t) >= t
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="transaction_probe_rows looks up every read's request message, and a read the "
-    "run never issued (stopped by the tenants' watchdog first) has none (-1): KeyError, "
-    "exit 3 on a valid scenario",
-)
 def test_a_run_the_watchdog_stops_keeps_the_reads_it_never_issued_out_of_probes() -> None:
     """Found while shrinking a random run: tenants' requests deadlock two GPUs on one
     switch (one header credit, a completion queue of one), the watchdog stops the run at
-    about 10 us, and a transactions workload drawn up to 20 us has reads it never issued."""
+    about 10 us, and a transactions workload drawn up to 20 us has reads it never issued.
+    Building the probes table looked up their request message (-1, none): KeyError, exit
+    3 on a valid scenario."""
     data = {
         "name": "stopped_with_reads_left",
         "seed": 1,
