@@ -23,7 +23,7 @@ takes a fraction of a second. Validity is by construction (the loader is the jud
 ``scenario_from_data`` raises on anything invalid, and the test would fail): an input
 buffer is sized from the credits that feed it (a VC's header credits for each
 flow-control class the traffic uses, plus a slack of 0-2 messages, so that it can fill
-exactly) or left at its default where nothing bounds what arrives.
+exactly) or made as deep as the schema allows where nothing bounds what arrives.
 
 ``variety`` labels each draw's choices (topology kind, switch model, credits, ...), which
 the tests tally to state, and hold, the share of each that a profile draws.
@@ -36,6 +36,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from sitssim.scenario import MAX_INPUT_BUFFER
+
 ScenarioData = dict[str, Any]
 
 TOPOLOGIES = ("fat_tree", "direct_rc", "nvswitch", "graph", "crossbar")
@@ -44,7 +46,6 @@ WORKLOADS = ("synthetic", "probes", "collective", "transactions", "tenant_reques
 POWER_OF_TWO_PATTERNS = ("bit_complement", "transpose", "shuffle")
 PATTERNS = ("uniform_random", "permutation", "hotspot", "tornado", "pair")
 PHY_KINDS = ("nominal", "ber_retrain", "lossy", "no_phase3", "snr_step")
-DEFAULT_INPUT_BUFFER = 1024
 
 
 def _classes(workloads: list[dict[str, Any]], clocks: bool) -> int:
@@ -97,7 +98,8 @@ def _ns(value: float) -> str:
 @st.composite
 def _profile(draw: st.DrawFn) -> dict[str, Any]:
     profile: dict[str, Any] = {
-        "rate": draw(st.sampled_from(["16GT/s", "32GT/s", "64GT/s"])),
+        # The spec's rate, mostly.
+        "rate": draw(st.sampled_from(["16GT/s", "32GT/s", "64GT/s", "64GT/s"])),
         "lanes": draw(st.sampled_from([2, 4, 8, 16])),
         "encoding": draw(st.sampled_from(["flit256", "flit256", "128b130b", "none"])),
     }
@@ -198,12 +200,17 @@ def _topology(draw: st.DrawFn, kind: str, profiles: list[str]) -> _Fabric:
 
 
 @st.composite
-def _credits(draw: st.DrawFn, fabric: _Fabric) -> dict[str, Any] | None:
-    if not draw(st.booleans()):
+def _credits(
+    draw: st.DrawFn, fabric: _Fabric, input_queued: bool, bench: bool
+) -> dict[str, Any] | None:
+    """Credits, or None; with input-queued switches the switches mostly advertise them, so
+    that their buffers are bounded by what the credits let in. A bench has them."""
+    if not bench and not draw(st.booleans()):
         return None
     max_payload = draw(st.sampled_from([256, 1024, 4096]))
     tlp = max_payload // 16
-    header: int | str = draw(st.one_of(st.integers(1, 6), st.just("infinite")))
+    # One header credit is where a switch's input buffer fills to its bound most often.
+    header: int | str = draw(st.sampled_from([1, 1, 2, 3, 6, "infinite"]))
     data: int | str = draw(st.one_of(st.integers(tlp, 3 * tlp), st.just("infinite")))
     if header == "infinite" and data == "infinite":
         header = draw(st.integers(1, 6))
@@ -213,6 +220,8 @@ def _credits(draw: st.DrawFn, fabric: _Fabric) -> dict[str, Any] | None:
         advertised = ["switch"]
     else:
         advertised = draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=3, unique=True))
+        if input_queued and "switch" not in advertised and draw(st.integers(0, 3)):
+            advertised.append("switch")
     return {
         "header_credits": header,
         "data_credits": data,
@@ -240,10 +249,13 @@ def _switch(
     )
     into_switch = credits is not None and "switch" in credits["advertised_by"]
     if into_switch and credits["header_credits"] != "infinite":
-        # What the credits let into one input's VC buffer, and a slack so it can fill.
-        switch["input_buffer"] = classes * credits["header_credits"] + draw(st.integers(0, 2))
+        # What the credits let into one input's VC buffer, and mostly no slack, so that
+        # it can fill exactly.
+        slack = draw(st.sampled_from([0, 0, 1, 2]))
+        switch["input_buffer"] = classes * credits["header_credits"] + slack
     else:
-        switch["input_buffer"] = DEFAULT_INPUT_BUFFER
+        # Nothing upstream bounds what arrives: as deep as a buffer may be.
+        switch["input_buffer"] = MAX_INPUT_BUFFER
     if quota and draw(st.booleans()):
         switch["vc_arbiter"] = "quota_weighted"
     return switch
@@ -377,7 +389,13 @@ def random_scenarios(draw: st.DrawFn, topology: str | None = None) -> RandomScen
     quota = fabric.switches and draw(st.booleans())
     variety["vcs"] = "quota" if quota else "vc0"
 
-    credits = draw(_credits(fabric))
+    # The crossbar as the bench it is, mostly: input-queued, credited, its senders saturating
+    # its receivers with posted writes, which fills its input buffers to their bound.
+    bench = fabric.senders is not None and draw(st.integers(0, 2)) > 0
+    switches = SWITCHES[1:] if bench else SWITCHES
+    switch_label = draw(st.sampled_from(switches)) if fabric.switches else "none"
+    variety["switch"] = switch_label
+    credits = draw(_credits(fabric, switch_label.startswith("iq"), bench))
     variety["credits"] = "off" if credits is None else "on"
     link_layer: dict[str, Any] = {}
     if credits is not None:
@@ -392,7 +410,7 @@ def random_scenarios(draw: st.DrawFn, topology: str | None = None) -> RandomScen
         }
     # Only at 64 GT/s: the depth search behind the CDC tables takes seconds at lower rates.
     full_rate = all(p["rate"] == "64GT/s" for p in profiles.values())
-    cdc = full_rate and draw(st.integers(0, 4)) == 0
+    cdc = full_rate and draw(st.integers(0, 2)) == 0
     variety["cdc"] = "on" if cdc else "off"
     if cdc:
         # A given depth: sizing one by the formula searches the worst case for seconds.
@@ -408,15 +426,23 @@ def random_scenarios(draw: st.DrawFn, topology: str | None = None) -> RandomScen
     if clocks:
         data["clocks"] = {"sync_interval": "500ns", "fence_interval": "500ns"}
 
-    kinds = ["synthetic", "probes", "collective", "transactions"]
-    if len(fabric.gpus) >= 2:
-        kinds.append("tenant_requests")
-    chosen = draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=3, unique=True))
-    variety["workloads"] = "+".join(sorted(chosen))
-    data["workloads"] = [draw(_workload(k, fabric, tenants, duration_ns)) for k in chosen]
+    if bench:
+        variety["workloads"] = "bench"
+        bench = {
+            "kind": "synthetic",
+            "pattern": "uniform_random",
+            "sources": fabric.senders,
+            "destinations": fabric.receivers,
+            "message_bytes": f"{draw(st.sampled_from([256, 2048]))}B",
+            "load": draw(st.sampled_from([0.9, 1.3])),
+        }
+        data["workloads"] = [bench]
+    else:
+        kinds = ["synthetic", "probes", "collective", "transactions", "tenant_requests"]
+        chosen = draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=3, unique=True))
+        variety["workloads"] = "+".join(sorted(chosen))
+        data["workloads"] = [draw(_workload(k, fabric, tenants, duration_ns)) for k in chosen]
 
-    switch_label = draw(st.sampled_from(SWITCHES)) if fabric.switches else "none"
-    variety["switch"] = switch_label
     if fabric.switches:
         classes = _classes(data["workloads"], clocks)
         switch = draw(_switch(switch_label, credits, quota, classes))

@@ -55,24 +55,19 @@ from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
-import simpy
 
 from sitssim import simulation
 from sitssim.fabric.messages import FC_CLASS_OF_KIND
-from sitssim.fabric.nodes import AnsweringEndpoint, Node
+from sitssim.fabric.nodes import AnsweringEndpoint
 from sitssim.fabric.ports import CreditedPort, Hop, OutputPort
 from sitssim.fabric.transport import Transport
-from sitssim.link.credit_link import N_CLASSES
+from sitssim.link.credit_link import N_CLASSES, Cost
 from sitssim.link.credits import DATA_CREDIT_BYTES
-from sitssim.phy.ltssm import TRANSITIONS, Event, Ltssm
+from sitssim.phy.ltssm import EQ_PHASES, TRANSITIONS, Event, Ltssm
 from sitssim.protocol.ltssm_states import State
 from sitssim.scenario import Scenario
 from sitssim.simulation import RunResult
-from sitssim.stages.base import Wiring
 from sitssim.switch.input_queued import InputQueuedSwitch
-
-Cost = tuple[int, int, int]
-"""(pool, header credits, data credits), the pool being ``vc * N_CLASSES + class``."""
 
 LEGAL_STEPS = frozenset((t.source, t.event, t.target) for t in TRANSITIONS)
 LEGAL_EDGES = frozenset((t.source.value, t.target.value) for t in TRANSITIONS)
@@ -284,12 +279,14 @@ class _WatchedCreditedPort(_WatchedPort):
 
 
 class ObservedTransport(Transport):
-    """The packet transport, its ports watched and its injections and deliveries reported."""
+    """The packet transport, its ports watched and its injections and deliveries reported
+    to ``observer`` (a subclass per run fixes it, since ``simulate`` builds the transport)."""
 
-    def __init__(self, observer: RunObserver, *args: Any, **kwargs: Any) -> None:
-        self.observer = observer
+    observer: ClassVar[RunObserver]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        observer.attach(self)
+        self.observer.attach(self)
 
     def port_class(self, *flags: bool) -> type[OutputPort]:  # type: ignore[override]
         return self.observer.watched(Transport.port_class(*flags))
@@ -343,7 +340,7 @@ class LtssmWatch:
 RECOVERY_SIDE = frozenset(
     {
         State.RECOVERY_RCVRLOCK.value,
-        *(p.value for p in (State.EQ_PHASE0, State.EQ_PHASE1, State.EQ_PHASE2, State.EQ_PHASE3)),
+        *(phase.value for phase in EQ_PHASES),
         State.RECOVERY_RCVRCFG.value,
         State.RECOVERY_IDLE.value,
     }
@@ -455,25 +452,6 @@ class RunObserver:
                     reverse.propagation_ns + profile.update_delay,
                 )
 
-    def transport_factory(
-        self, fabric: Any, router: Any, nodes: list[str], wiring: Wiring, switch: type[Node]
-    ) -> Transport:
-        """``simulation.TRANSPORTS["packet"]``, building the observed transport."""
-        return ObservedTransport(
-            self,
-            simpy.Environment(),
-            fabric,
-            router,
-            nodes,
-            wiring.schedule,
-            wiring.flit_links,
-            wiring.credit_links,
-            switch,
-            wiring.message_vcs,
-            answered_kinds=wiring.answered_kinds,
-            answer_slots=wiring.answer_slots,
-        )
-
     # --- events --------------------------------------------------------------------
 
     def _where(self, msg: int) -> str:
@@ -580,7 +558,8 @@ class RunObserver:
 
     def check_end(self, result: RunResult) -> None:
         t = self.transport
-        assert t is not None
+        if t is None:
+            raise Violation("the run was not built with the observed transport")
         idle = t.stopped is None
         if len(self.at) != len(t.src):
             raise Violation(f"{len(t.src)} messages, {len(self.at)} injections seen")
@@ -626,8 +605,11 @@ class RunObserver:
 
 @contextmanager
 def _watching(observer: RunObserver) -> Iterator[None]:
+    """``simulate`` builds its packet transport (``simulation._packet_transport``) as the
+    observer's, and every LTSSM's ``handle`` reports to it."""
+    transport = type("ObservedTransport", (ObservedTransport,), {"observer": observer})
     with (
-        patch.dict(simulation.TRANSPORTS, {"packet": observer.transport_factory}),
+        patch.object(simulation, "Transport", transport),
         patch.object(Ltssm, "handle", observer.ltssm.wrap(Ltssm.handle)),
     ):
         yield
