@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_CLAUSE_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 PROGRESS_AFTER_S = 1.0
+MATRIX_WIDTH = 240
 
 app = typer.Typer(
     add_completion=False,
@@ -325,8 +326,25 @@ def validate(scenario: ScenarioArg, fidelity: FidelityOption = None) -> int:
 
 @app.command()
 @_guarded
-def clauses() -> int:
-    """List every SITS2026 clause: ID, layer, whether it is modelled yet, and its text."""
+def clauses(
+    matrix: Annotated[
+        bool,
+        typer.Option(
+            "--matrix",
+            help="the conformance matrix: each clause's basis, witnesses and property tests",
+        ),
+    ] = False,
+) -> int:
+    """List every SITS2026 clause: ID, layer, whether it is modelled yet, and its text
+    (with --matrix: its basis, witness scenarios and property tests)."""
+    if matrix:
+        # Off a terminal the matrix keeps whole rows (a witness's path on one line), where
+        # the 120 columns that keep the clause table whole would fold every path.
+        wide = _width_off_terminal(sys.stdout) is not None
+        Console(highlight=False, soft_wrap=True, width=MATRIX_WIDTH if wide else None).print(
+            _conformance_matrix()
+        )
+        return EXIT_OK
     from sitssim.spec.registry import CLAUSES
 
     table = Table(title="SITS2026 v1.2 clauses", title_justify="left")
@@ -337,6 +355,29 @@ def clauses() -> int:
         table.add_row(c.id, c.layer, c.section, "yes" if c.modelled else "no", c.text)
     console.print(table)
     return EXIT_OK
+
+
+def _conformance_matrix() -> Group:
+    """The matrix, then why each witness that fails several clauses fails each."""
+    from sitssim.spec.conformance import MATRIX_COLUMNS, matrix, multi_clause_witnesses
+
+    table = Table(
+        title="SITS2026 conformance matrix (witnesses under scenarios/, property tests "
+        "under tests/properties/)",
+        title_justify="left",
+    )
+    for column in MATRIX_COLUMNS:
+        # The rule takes the width the other columns leave; a path or a test's name is
+        # folded only on a terminal too narrow for it, never shortened to an ellipsis.
+        table.add_column(column, overflow="fold", ratio=1 if column == "rule" else None)
+    for row in matrix():
+        table.add_row(*(escape(cell) for cell in row.cells("\n")))
+    reasons = [
+        f"{escape(path)} fails "
+        + "; ".join(f"{clause} ({escape(why)})" for clause, why in fails.items())
+        for path, fails in multi_clause_witnesses().items()
+    ]
+    return Group(table, "", *reasons)
 
 
 diag_app = typer.Typer(no_args_is_help=True, help="Diagnostics that exercise one mechanism.")

@@ -181,6 +181,33 @@ def test_clauses_lists_every_clause() -> None:
         assert clause_id in result.output
 
 
+def test_clauses_matrix_prints_each_clause_row_with_its_witnesses_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Off a terminal every row's witnesses and property tests come out whole, on the
+    clause's row: a path cut in two could not be run."""
+    from sitssim.spec.conformance import matrix
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = run("clauses", "--matrix")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for row in matrix():
+        first = next(i for i, line in enumerate(lines) if f"│ {row.clause} " in line)
+        # A row spans the lines up to the next clause's (or the table's end).
+        end = next(i for i in range(first + 1, len(lines)) if not lines[i].startswith("│    "))
+        cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines[first:end]]
+        columns = [[line[k] for line in cells if line[k]] for k in range(len(cells[0]))]
+        assert columns[3:] == [
+            [row.basis],
+            list(row.kinds),
+            list(row.property_tests),
+            [p.removeprefix("scenarios/") for p in row.passing],
+            row.cells("\n")[-1].splitlines(),
+        ]
+    assert "scenarios/violations/faulty_phy.yaml fails phy.training_sequence (" in result.output
+
+
 def test_validate_describes_the_fabric() -> None:
     result = run("validate", SCENARIOS / "nvswitch_8gpu.yaml")
     assert result.exit_code == 0

@@ -56,6 +56,7 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 # Study notebooks whose last cell asserts the study's findings on what it computed.
 STUDIES = ["load_latency", "channel_loss", "ber_latency", "gpu_count", "tp_degree"]
 CHECKED = {
+    "a100_comparison.ipynb",
     "tenants_study.ipynb",
     "calibration_allreduce.ipynb",
     *(f"{s}_study.ipynb" for s in STUDIES),

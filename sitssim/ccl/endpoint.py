@@ -16,18 +16,27 @@ endpoints, apart from the links and switches the messages cross:
   moves at most so many payload bytes per ns whatever the links could carry.
 
 No NCCL source states these costs as such. Their only published estimates are the inputs of
-NCCL's own cost model, and that is where ``nccl_endpoint_costs`` takes them from (NCCL
-2.20.3 ``src/graph/tuning.cc``; ``docs/ccl_sources.md`` §1, §4): the fixed cost is the
+NCCL's own cost model, of the release the GPUs run, and that is where ``nccl_endpoint_costs``
+takes them from (``ccl.tuning.CostModel``; ``docs/ccl_sources.md`` §1, §4): the fixed cost is the
 model's base latency ``baseLat`` and the handshake its per-step NVLink latency ``hwLat`` for
-the same algorithm and protocol; the copy rate of an LL block is the model's cap on LL's bus
-bandwidth on one node, ``llMaxBw``, shared by the communicator's channels, and of an LL128
-block the model's cap per channel, ``perChMaxRingLL128Bw``. A Simple block has no cap of its
-own: its links limit it. NVLS is the exception to the split: the model gives it one hardware
-latency per call in place of a base and no latency per step, so its kernel's fixed cost is
-that latency and its handshakes cost nothing. The fabric adds the flight and switching of
-every message on top; on an NVSwitch node that is tens of ns per hop, against the 0.6 µs of
-the smallest handshake. These are estimates NCCL uses to choose, not measurements: the
-calibration notebook judges the result against measured nccl-tests output only.
+the same algorithm and protocol. The copy rate is the bus bandwidth the model gives the
+pair (``tuning.bus_bandwidth_GBps``: the search's bandwidth for Simple, 92 % of it capped
+per search channel for LL128, a quarter of it capped at ``llMaxBw`` for LL), shared by the
+blocks the call runs: what a GPU's blocks move together, however many of them run. (NCCL's
+estimate shares it by the communicator's channels, scaling a call on fewer channels down;
+a block is not slowed by blocks that do not run, and one-process-per-GPU nccl-tests runs show
+a one-channel LL all-reduce's steps taking under a microsecond for 4 KiB, which the
+communicator's share of ``llMaxBw`` would make 1.7 µs: ``docs/ccl_sources.md`` §4.1.)
+
+NVLS pays the model's NVLS hardware latency as its fixed cost (the model gives NVLS that
+latency in place of a base). Its kernel signals chunk by chunk between the GPUs' scatter,
+the head's reduction and the GPUs' gather through connections of the Simple protocol, so a
+step costs Simple's NVLink handshake, the same act as a ring's Simple step; its scatter and
+gather copy within a GPU, and the switch's reduction and the links set its pace. The fabric
+adds the flight and switching of every message on top; on an NVSwitch node that is tens of
+ns per hop, against the 0.6 µs of the smallest handshake. These are estimates NCCL uses to
+choose, not measurements: the calibration notebook judges the result against measured
+nccl-tests output only.
 """
 
 from __future__ import annotations
@@ -35,12 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sitssim.ccl.tuning import (
-    BASE_LATENCY_US,
-    HW_LATENCY_US,
-    LL_MAX_GBPS,
-    RING_LL128_MAX_PER_CHANNEL_GBPS,
-)
+from sitssim.ccl.tuning import CostModel, SearchResult, bus_bandwidth_GBps
 
 NS_PER_US = 1000.0
 
@@ -65,28 +69,33 @@ class EndpointCosts:
 
 
 def nccl_endpoint_costs(
-    algorithm: str, protocol: str, generation: str, comm_channels: int
+    model: CostModel,
+    algorithm: str,
+    protocol: str,
+    operation: str,
+    search: SearchResult,
+    generation: str,
+    channels: int,
 ) -> EndpointCosts:
-    """The endpoint costs of (``algorithm``, ``protocol``) on one NVLink node, from the inputs
-    of NCCL 2.20.3's cost model (module docstring)."""
+    """The endpoint costs of (``algorithm``, ``protocol``) running ``operation`` on
+    ``channels`` blocks per GPU of one NVLink node whose topology search found ``search``,
+    from the inputs of ``model``, the cost model of the NCCL release the GPUs run (module
+    docstring)."""
     key = (algorithm, protocol)
-    if key not in BASE_LATENCY_US:
+    if key not in model.base_latency_us:
         raise ValueError(f"no endpoint costs for {algorithm!r} / {protocol!r}")
-    if comm_channels < 1:
-        raise ValueError(f"comm_channels must be >= 1, got {comm_channels}")
-    if protocol == "ll":
-        block = LL_MAX_GBPS[generation] / comm_channels
-    elif protocol == "ll128":
-        block = RING_LL128_MAX_PER_CHANNEL_GBPS[generation]
-    else:
-        block = math.inf
-    kernel_us = BASE_LATENCY_US[key]
-    step_us = HW_LATENCY_US["nvlink"][key]
+    if channels < 1:
+        raise ValueError(f"channels must be >= 1, got {channels}")
     if algorithm == "nvls":
-        kernel_us, step_us = step_us, 0.0
+        return EndpointCosts(
+            kernel_ns=model.hw_latency_us["nvlink"][key] * NS_PER_US,
+            step_ns=model.hw_latency_us["nvlink"][("ring", "simple")] * NS_PER_US,
+            block_bytes_per_ns=math.inf,
+        )
+    bus = bus_bandwidth_GBps(model, algorithm, protocol, operation, search, generation)
     # GB/s is bytes per ns.
     return EndpointCosts(
-        kernel_ns=kernel_us * NS_PER_US,
-        step_ns=step_us * NS_PER_US,
-        block_bytes_per_ns=block,
+        kernel_ns=model.base_latency_us[key] * NS_PER_US,
+        step_ns=model.hw_latency_us["nvlink"][key] * NS_PER_US,
+        block_bytes_per_ns=bus / channels,
     )

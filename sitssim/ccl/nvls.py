@@ -10,8 +10,11 @@ chunk as it stands: with ``channels x heads`` concurrent operations, to 64 KiB w
 buffer is under 64 rounds of them at the chunk, then to 32 KiB under 8 rounds, then to 16
 KiB under 2 (``calcCollChunking``, our reading of the 2.20-era code). NCCL's search gives
 NVLS one channel per head; we take its bandwidth per channel as the fastest of NCCL's speeds
-at which every head's channel fits in a GPU's NVLinks (derived, not read off a log: 40 GB/s
-on 8x H100's 18 links).
+at which every head's channel fits in a GPU's NVLinks (derived: 40 GB/s on 8x H100's 18
+links, as the NVLS graph line "nChannels 8, bw 40.000000/60.000000" quoted from an 8x H100
+log of NCCL 2.19.4 shows), and its bandwidth to the switch as the fastest speed of the list
+(60 GB/s on Hopper: that line's second figure, and what NCCL 2.29.2's printed NVLS
+bandwidths for 2, 4 and 6 H100s solve to; ``docs/ccl_sources.md`` §1.11).
 """
 
 from __future__ import annotations
@@ -66,13 +69,14 @@ def nvls_plan(n_bytes: int, heads: int, channels: int) -> NvlsPlan:
 
 
 def nvls_search(nvlinks: int, generation: str, heads: int) -> SearchResult:
-    """NVLS's search result: one channel per head, at the fastest speed all of them fit."""
+    """NVLS's search result: one channel per head, at the fastest speed all of them fit within
+    the node, and the fastest of NCCL's speeds to the switch."""
     room = nvlinks * NVLINK_GBPS_PER_LINK[generation]
     speeds = HOPPER_INTRA_SPEEDS_GBPS if generation == "hopper" else INTRA_SPEEDS_GBPS
     fitting = [s for s in speeds if heads * s <= room]
     if not fitting:
         raise ValueError(f"{heads} NVLS heads fit no speed on {nvlinks} NVLinks")
-    return SearchResult(heads, max(fitting))
+    return SearchResult(heads, max(fitting), inter_GBps=max(speeds))
 
 
 def plane_shares(links: list[int]) -> list[float]:

@@ -52,6 +52,12 @@ class Protocol:
     thread_threshold_bytes: int
     """Work per thread before a call takes another channel or more threads
     (``NCCL_*_THREAD_THRESHOLD``)."""
+    unpacks: bool
+    """Whether a ring's last receive copies the data out of the connection's buffer into the
+    output: LL's and LL128's lines carry flags and must be unpacked; under Simple the peer
+    stored straight into the output through NCCL's direct peer-to-peer pointers, and the last
+    receive only waits for it (``directRecv``, the ring all-reduce's "final copy from buffer
+    to dest", which copies nothing when the buffer is the destination)."""
 
     @property
     def wire_efficiency(self) -> float:
@@ -95,6 +101,7 @@ LL = Protocol(
     buffer_bytes=8 * 512 * NCCL_STEPS * 16,
     grain_bytes=16,
     thread_threshold_bytes=8,
+    unpacks=True,
 )
 LL128 = Protocol(
     "ll128",
@@ -103,6 +110,7 @@ LL128 = Protocol(
     buffer_bytes=120 * 640 * NCCL_STEPS * 8,
     grain_bytes=1920,
     thread_threshold_bytes=8,
+    unpacks=True,
 )
 SIMPLE = Protocol(
     "simple",
@@ -111,6 +119,7 @@ SIMPLE = Protocol(
     buffer_bytes=1 << 22,
     grain_bytes=512,
     thread_threshold_bytes=64,
+    unpacks=False,
 )
 
 PROTOCOLS: MappingProxyType[str, Protocol] = MappingProxyType(

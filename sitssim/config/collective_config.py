@@ -23,6 +23,8 @@ PROTOCOL_CHOICES = ("auto", "ll", "ll128", "simple")
 CCL_ALGORITHMS = frozenset({"auto", "ring", "nvls"})
 """The algorithms sitssim runs as NCCL does (channels, protocol, endpoint costs)."""
 DEFAULT_GPU = "H100-SXM"
+NcclRelease = Literal["2.20", "2.29"]
+"""The NCCL releases ``sitssim.ccl.tuning.COST_MODELS`` holds."""
 MIN_NCCL_COMPUTE_CAPABILITY = 7.0
 DEFAULT_MAX_MESSAGE_BYTES = 262144
 
@@ -133,6 +135,9 @@ class CollectiveWorkload(BaseModel):
     # NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS: the communicator's channels, up to MAXCHANNELS.
     channels: count(1, 64) | None = None
     gpu: str = DEFAULT_GPU
+    # The NCCL release whose cost model chooses and costs the calls (sitssim.ccl.tuning):
+    # 2.20.3's, or the one 2.29.2 prints (also 2.28's; close to 2.24-2.26's on one node).
+    nccl: NcclRelease = "2.20"
     gpus: list[NodeName] | None = None
     sizes: list[PositiveSize] | None = None
     sweep: SizeSweep | None = None

@@ -26,7 +26,11 @@ from sitssim.config.catalog import (
     gpu_from_dict,
     model_from_dict,
 )
-from sitssim.config.collective_config import MIN_NCCL_COMPUTE_CAPABILITY, CustomKernel
+from sitssim.config.collective_config import (
+    MIN_NCCL_COMPUTE_CAPABILITY,
+    CustomKernel,
+    NcclRelease,
+)
 from sitssim.errors import LocatedValueError
 from sitssim.quantities import (
     MAX_BF16,
@@ -304,6 +308,8 @@ class InferenceWorkload(_Strict):
     # with the costs in 'custom'), every other call and any beyond its buffer as 'auto'.
     collective: Literal["ring", "tree", "direct", "one_shot", "auto", "custom"] = "ring"
     custom: CustomKernel | None = None
+    # The NCCL release whose cost model runs 'auto' (and 'custom''s fallbacks).
+    nccl: NcclRelease = "2.20"
     max_message: Size = 262144
     min_messages: MessagesPerChunk = 1
 

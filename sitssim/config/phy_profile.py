@@ -131,22 +131,31 @@ class ChannelBlock(_Strict):
 
 
 class PhyCosts(_Strict):
-    """What each training step costs a device (documented defaults; see docs/scenario.md).
+    """What each training step costs a device. How many steps a link needs comes from its
+    channel; these are the costs per step, each with where its default comes from.
+    ``docs/assumptions.md`` tabulates how far each may move before a shipped scenario's
+    ``phy.reset_to_l0`` verdict flips.
 
-    Counts come from the channel; these are the per-step costs:
-
-    * ``detect_quiet`` / ``detect_active``: electrical-idle exit and receiver
-      detection (a charge/discharge measurement), 1 µs each.
-    * ``state_handshake``: firmware latency of each Polling, Configuration and
-      Recovery (non-EQ) substate's ordered-set handshake, on top of the sets sent.
-    * ``eq_handshake``: each EQ phase's request/acknowledge exchange.
-    * ``preset_hold``: per Tx preset tried: the request, the partner applying it
-      and holding it steady before evaluation (PCIe 6.x: at least 1 µs).
-    * ``lms_block``: the receiver's adaptation engine evaluating one training
-      block (error accumulation, tap update, eye metric), beyond the block's own
-      symbols; 2 µs, a firmware-assisted loop of about 500 kHz.
-    * ``cdr_update``: loop latency of one CDR phase update, beyond its
-      integration window (16 PHYCLK cycles at 8 GHz).
+    * ``detect_quiet`` / ``detect_active`` (1 µs each): electrical-idle exit, and the
+      receiver-detect charge measurement of the partner's termination. PCIe fixes only
+      the 12 ms Detect.Quiet timeout; the 1 µs is our assumption.
+    * ``state_handshake`` (500 ns): firmware latency of each Polling, Configuration and
+      non-EQ Recovery substate, on top of the ordered sets it exchanges (their count is
+      PCIe's, ``training.SETS_PER_STATE``). No published figure; our assumption.
+    * ``eq_handshake`` (1 µs): each EQ phase's request/acknowledge exchange (the EC
+      field of the training sets). No published figure; our assumption.
+    * ``preset_hold`` (1 µs): per Tx preset tried, before the receiver evaluates it.
+      PCIe Base Spec (3.0 on), §4.2.6.4.2 Recovery.Equalization, as we read it: a port
+      that requests new Tx settings waits 500 ns plus the round trip through its
+      partner's logic before it evaluates them; the other 500 ns is that round trip.
+    * ``lms_block`` (2 µs): the receiver's adaptation engine processing one training
+      set (error accumulation, tap update, eye metric), beyond the set's own symbols.
+      No vendor publishes this figure; 2 µs assumes a firmware-assisted loop (about
+      1000 cycles of a 500 MHz SerDes microcontroller per set). PCIe bounds it only
+      from above: a request's evaluation must finish within 2 ms (§4.2.6.4.2).
+    * ``cdr_update`` (2 ns): loop latency of one CDR phase update beyond its
+      integration window: 16 PHYCLK cycles at 8 GHz (SPEC.md's PHYCLK) for the phase
+      detector, loop filter and phase interpolator; our assumption.
     """
 
     detect_quiet: NonNegTime = 1000.0

@@ -12,7 +12,7 @@ arrays here (:data:`TX_PRESETS`).
 the cursor, ``ffe_post`` behind) plus a DFE that subtracts ``n_dfe`` past symbols.
 During training the past symbols are the known training symbols (the receiver's
 PRBS checker is locked), so DFE error propagation is not modelled. Weights adapt
-by normalised LMS: each 512-symbol training block is cut into
+by normalised LMS: each training block (one training set) is cut into
 ``updates_per_block`` sub-blocks, and after each sub-block the weights move along
 the sub-block's averaged error-times-regressor gradient divided by the regressor
 energy. The FFE starts as a pass-through with an AGC gain that brings the
@@ -39,9 +39,13 @@ BER = (3/4) * Q(1 / sigma). Each estimate records which method produced it.
 * phase 2: the upstream port's receiver searches the downstream port's Tx presets:
   steepest-ascent hill climbing on the preset grid (:data:`PRESET_NEIGHBOURS`,
   presets sharing a pre-shoot or de-emphasis value and adjacent in the other).
-  Every candidate is sent, the receiver re-adapts from the best weights so far
-  for ``settle_blocks`` blocks and is scored by its eye SNR over ``eval_blocks``
-  more; the search moves while a neighbour beats the best by ``preset_margin_db``.
+  Every candidate is sent and the receiver re-adapts to it from the best weights so
+  far until it has re-acquired by phase 1's criterion (the per-block BER below
+  target for ``confirm_blocks`` blocks in a row, at most ``max_settle_blocks``
+  blocks); it then stops adapting until it is scored by its eye SNR over
+  ``eval_blocks`` more. How long a candidate takes is the channel's: a preset change
+  disturbs a receiver on a lossy, ill-conditioned channel for longer. The search
+  moves while a neighbour beats the best by ``preset_margin_db``.
 * phase 3: the same for the upstream port's transmitter, evaluated by the
   downstream port's receiver. A device profile with ``skip_phase3`` (a faulty
   device) leaves it out, and the record says phase 3 did not run.
@@ -249,8 +253,10 @@ class EqProfile:
         updates_per_block: LMS weight updates per training block.
         max_phase1_blocks: phase 1 gives up after this many blocks.
         confirm_blocks: consecutive blocks below target that end phase 1.
-        settle_blocks, eval_blocks: per preset candidate, blocks to re-adapt and
-            blocks to score the eye on.
+        max_settle_blocks: per preset candidate, the most blocks the receiver
+            re-adapts before it is scored, re-acquired or not (PCIe gives a request
+            under 2 ms; 64 blocks at the default costs is about 130 µs).
+        eval_blocks: per preset candidate, blocks to score the eye on.
         final_eval_blocks: blocks (weights frozen) for each phase's final BER.
         preset_margin_db: eye-SNR gain a candidate needs to replace the best.
         min_errors: bit errors needed for a counted BER.
@@ -267,7 +273,7 @@ class EqProfile:
     updates_per_block: int = 16
     max_phase1_blocks: int = 512
     confirm_blocks: int = 2
-    settle_blocks: int = 4
+    max_settle_blocks: int = 64
     eval_blocks: int = 2
     final_eval_blocks: int = 8
     preset_margin_db: float = 0.2
@@ -287,7 +293,7 @@ class EqProfile:
             self.updates_per_block,
             self.max_phase1_blocks,
             self.confirm_blocks,
-            self.settle_blocks,
+            self.max_settle_blocks,
             self.eval_blocks,
             self.final_eval_blocks,
             self.min_errors,
@@ -525,7 +531,7 @@ def _window_energy(x: FloatArray, width: int) -> FloatArray:
 class LmsTraining:
     """Outcome of LMS training (arrays over the batch of link directions).
 
-    ``iterations`` counts 512-symbol training blocks until the per-block BER
+    ``iterations`` counts training blocks (sets) until the per-block BER
     estimate stayed below target for ``confirm_blocks`` blocks (the cap if never).
     ``rx_ffe`` (``ffe_pre`` taps ahead of the cursor, ``PulseResponse.with_ffe``
     order) and ``rx_dfe`` are the adapted weights.
@@ -584,10 +590,6 @@ class _Session:
         """Run ``count`` blocks; the BER estimate of their output (as of ``blocks``)."""
         return estimate_ber_of_blocks(*self._run_blocks(count, adapt), self.eq.min_errors)
 
-    def settle(self, count: int, adapt: npt.NDArray[np.bool_]) -> None:
-        """Run ``count`` adapting blocks whose output nothing reads."""
-        self._run_blocks(count, adapt)
-
     def _run_blocks(
         self, count: int, adapt: npt.NDArray[np.bool_] | None
     ) -> tuple[list[FloatArray], list[FloatArray]]:
@@ -609,26 +611,43 @@ class _Session:
         """The BER of ``final_eval_blocks`` blocks with frozen weights."""
         return self.estimate(self.eq.final_eval_blocks, None)
 
-    def train(self) -> LmsTraining:
+    def _until_below_target(
+        self, adapt: npt.NDArray[np.bool_], cap: int, keep_adapting: bool
+    ) -> tuple[npt.NDArray[np.int64], list[FloatArray]]:
+        """Run adapting blocks until every row of ``adapt`` has had its per-block BER below
+        target for ``confirm_blocks`` blocks in a row, ``cap`` blocks at most.
+
+        Returns the block at which each row got there (-1: not within ``cap``, or not in
+        ``adapt``) and each block's MSE. A row that got there stops adapting, unless
+        ``keep_adapting`` (phase 1: the batch's receivers adapt on until the last is done).
+        """
         eq = self.eq
-        batch = self.stream.batch
-        adapt = np.ones(batch, dtype=bool)
-        run = np.zeros(batch, dtype=np.int64)
-        done_at = np.full(batch, -1, dtype=np.int64)
+        pending, adapting = adapt.copy(), adapt.copy()
+        run = np.zeros(self.stream.batch, dtype=np.int64)
+        done_at = np.full(self.stream.batch, -1, dtype=np.int64)
         mse_log = []
         tx = PRESET_TABLE[self._preset]
-        for k in range(1, eq.max_phase1_blocks + 1):
+        for k in range(1, cap + 1):
             if k % _PREFETCH_BLOCKS == 1:
-                ahead = min(_PREFETCH_BLOCKS, eq.max_phase1_blocks + 1 - k)
+                ahead = min(_PREFETCH_BLOCKS, cap + 1 - k)
                 self.stream.prefetch(ahead * eq.block_symbols, tx)
-            est = self.estimate(1, adapt)
+            est = self.estimate(1, adapting)
             mse_log.append(est.mse)
             run = np.where(est.ber < eq.ber_target, run + 1, 0)
-            newly = (run >= eq.confirm_blocks) & (done_at < 0)
+            newly = pending & (run >= eq.confirm_blocks)
             done_at[newly] = k
-            if np.all(done_at >= 0):
+            pending &= ~newly
+            if not keep_adapting:
+                adapting &= ~newly
+            if not pending.any():
                 break
         self.stream.discard_ahead()
+        return done_at, mse_log
+
+    def train(self) -> LmsTraining:
+        eq = self.eq
+        every = np.ones(self.stream.batch, dtype=bool)
+        done_at, mse_log = self._until_below_target(every, eq.max_phase1_blocks, True)
         converged = done_at >= 0
         iterations = np.where(converged, done_at, eq.max_phase1_blocks)
         return LmsTraining(
@@ -644,7 +663,6 @@ class _Session:
         """Hill-climb the Tx presets of the directions in ``searching``."""
         eq = self.eq
         batch = self.stream.batch
-        blocks_per_try = eq.settle_blocks + eq.eval_blocks
         iterations = np.zeros(batch, dtype=np.int64)
         tried: list[list[int]] = [[] for _ in range(batch)]
         best = self.preset.copy()
@@ -654,9 +672,10 @@ class _Session:
         def evaluate(candidate: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]) -> FloatArray:
             self.preset = np.where(mask, candidate, best)
             self.rx.restore(best_weights, mask)
-            self.settle(eq.settle_blocks, mask)
+            done_at, _ = self._until_below_target(mask, eq.max_settle_blocks, False)
+            settled = np.where(done_at > 0, done_at, eq.max_settle_blocks)
             snr = self.estimate(eq.eval_blocks, mask).eye_snr_db
-            iterations[mask] += blocks_per_try
+            iterations[mask] += settled[mask] + eq.eval_blocks
             for b in np.nonzero(mask)[0]:
                 tried[b].append(int(candidate[b]))
             return snr
@@ -775,7 +794,7 @@ def equalize(
 class EqPhaseResult:
     """One EQ phase of one link, as the ``eq`` table records it.
 
-    ``iterations`` counts 512-symbol LMS training blocks; ``presets_tried`` lists
+    ``iterations`` counts LMS training blocks (sets); ``presets_tried`` lists
     the Tx presets sent and evaluated in order; ``ber`` / ``method`` are the
     receiver's measured BER at the phase's end (worst direction in phase 1).
     """

@@ -12,23 +12,27 @@ from Detect.Quiet to L0. The driver here times each state as
 and feeds the state's outcome to the LTSSM as an event. Step *counts* come from
 signal-level simulation of the link's channel:
 
-* EQ phases 1-3: LMS iterations (512-symbol blocks of real PRBS training
-  sequences) and Tx presets tried, from ``equalizer.level3_eq_detail``;
+* EQ phases 1-3: LMS iterations (one per training set of real framed PRBS,
+  ``training_source.py``) and Tx presets tried, from ``equalizer.level3_eq_detail``;
+  in phases 2 and 3 each preset costs the blocks its receiver needed to re-acquire;
 * Recovery.RcvrLock after EQ: CDR phase updates to lock, from ``cdr.run_cdr``
   behind the tuned Tx preset and a linear Rx FFE trained on the same channel,
   with the device's TRAIN_CTRL[7:4] integration window and a phase that starts
   anywhere in the UI (the receiver re-acquires after the Tx presets changed);
-* the receiver's PRBS31 checker verifies the training sequences it received
-  after EQ (the final evaluation blocks: the sets it decides and checks).
+* the receiver's framer and PRBS31 checker (``sequence_check.py``) observe the set
+  length and verify the training sequences it received after EQ (the final
+  evaluation blocks: the sets it decides and checks);
+* in Polling.Active each receiver counts its partner's symbols in a gate of its own
+  reference clock (``rate_counter.py``): the symbol rate it saw.
 
 Bit lock in Polling.Active, before any EQ, is not simulated at the signal level:
 the modelled receiver has no CTLE, and a bang-bang CDR on the raw channel locks
 reliably only up to about 4 dB of loss. Polling.Active lasts the 1024 training
 sets it must send.
 
-Step *costs* are the device profile's (``profile.PhyCosts``). The UI is the
-link's own symbol period (bits per symbol / rate), so the recorded symbol
-timing is what ``phy.symbol_rate`` measures. The number of ordered sets per
+Step *costs* are the device profile's (``phy_profile.PhyCosts``, each with its
+source). The UI is the link's own symbol period (bits per symbol / rate): a set
+lasts its marker and training sequence in UI. The number of ordered sets per
 state (:data:`SETS_PER_STATE`) is the PCIe count (Polling.Active sends 1024, a
 handshake state waits for 8 and sends 16, ...), all of the device's training
 length. A state that would outlast its PCIe timeout times out instead.
@@ -56,13 +60,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import numpy.typing as npt
-from numpy.lib.stride_tricks import sliding_window_view
 
 from sitssim.config.phy_profile import SPEC_TRAINING_PRBS, PhyProfile
 from sitssim.config.presets import PRESET_NAMES
 from sitssim.phy.cdr import CdrConfig, integration_ui, run_cdr
-from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile
+from sitssim.phy.channel import ChannelProfile
 from sitssim.phy.equalizer import (
     EqProfile,
     EqRecord,
@@ -70,6 +72,7 @@ from sitssim.phy.equalizer import (
     preset_coefficients,
     train_rx_equalizer,
 )
+from sitssim.phy.framing import set_symbols
 from sitssim.phy.links import PhyLink
 from sitssim.phy.ltssm import (
     EQ_PHASES,
@@ -78,13 +81,15 @@ from sitssim.phy.ltssm import (
     Ltssm,
     State,
 )
-from sitssim.phy.pam4 import gray_decode, gray_encode, slice_symbols
-from sitssim.phy.prbs import POLYNOMIALS, PrbsChecker, prbs
+from sitssim.phy.pam4 import slice_symbols
+from sitssim.phy.rate_counter import LOCK_SETS, count_symbols
+from sitssim.phy.sequence_check import SequenceCheck, check_decisions
+from sitssim.phy.training_source import PrbsTrainingSource
 from sitssim.rng import component_rng
 
-# Ordered sets (each a training sequence of the device's length) per state: PCIe's
-# Polling.Active sends at least 1024; a handshake state receives 8 and sends 16 after
-# the first; the Linkwidth/Lanenum states need 2 consecutive; RcvrLock needs 8.
+# Ordered sets (each a marker and a training sequence of the device's length) per state:
+# PCIe's Polling.Active sends at least 1024; a handshake state receives 8 and sends 16
+# after the first; the Linkwidth/Lanenum states need 2 consecutive; RcvrLock needs 8.
 POLLING_ACTIVE_SETS = 1024
 SETS_PER_STATE: dict[State, int] = {
     State.POLLING_ACTIVE: POLLING_ACTIVE_SETS,
@@ -113,128 +118,6 @@ MAX_ATTEMPTS = 3
 # The CDR is simulated for at least this long, and for at least this many updates.
 CDR_RUN_UI = 1024
 CDR_MIN_UPDATES = 64
-# Rows of the shared PRBS stream are this many bits apart at most (per-direction phase).
-_MAX_PRBS_OFFSET = 1 << 16
-
-
-# --- training sequences -----------------------------------------------------------------
-
-
-class PrbsTrainingSource:
-    """PAM4 training levels for a batch of transmitters, continuing across calls.
-
-    Every row sends the same PRBS (order ``order``, all-ones seed) at its own phase
-    (a random offset into the stream), Gray-mapped two bits per symbol: the
-    ``symbol_source`` of ``equalizer.level3_eq_detail``. It is a
-    ``received.SharedSymbolSource``, so the equaliser computes the noiseless received
-    sums once over the stream rather than once per row.
-    """
-
-    def __init__(self, order: int, rng: np.random.Generator, batch: int) -> None:
-        self.order = order
-        self.offsets = rng.integers(0, _MAX_PRBS_OFFSET, batch) * 2
-        self._buf = prbs(order, 0)
-        self._buf0 = 0
-        self._pos = 0
-
-    def _extend_to(self, end: int) -> None:
-        have = self._buf0 + self._buf.size
-        if end <= have:
-            return
-        if self._buf0 == 0 and self._buf.size == 0:
-            self._buf = prbs(self.order, end)
-            return
-        # The register state is the last `order` bits, oldest first = most significant.
-        history = self._buf[-self.order :].astype(np.int64)
-        seed = int(history @ (1 << np.arange(self.order - 1, -1, -1, dtype=np.int64)))
-        self._buf = np.concatenate([self._buf, prbs(self.order, end - have, seed=seed)])
-
-    def __call__(self, shape: tuple[int, int]) -> npt.NDArray[np.float64]:
-        levels, starts = self.shared_rows(shape)
-        return sliding_window_view(levels, shape[1])[starts]
-
-    def shared_rows(
-        self, shape: tuple[int, int]
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-        """The next ``shape[1]`` symbols of every row as one stretch of the mapped stream
-        and each row's start in it (``received.SharedSymbolSource``)."""
-        batch, n = shape
-        if batch != self.offsets.size:
-            raise ValueError(f"this source feeds {self.offsets.size} transmitters, not {batch}")
-        bits = 2 * n
-        first, last = int(self.offsets.min()), int(self.offsets.max())
-        self._extend_to(self._pos + last + bits)
-        # Every row starts an even number of bits after the earliest, so one Gray mapping
-        # of the stream from there serves all rows, each `n` symbols from its own start.
-        base = self._pos + first - self._buf0
-        levels = PAM4_LEVELS[gray_encode(self._buf[base : base + last - first + bits])]
-        starts = (self.offsets - first) // 2
-        self._pos += bits
-        # Keep what later calls read, and at least the register state to continue from.
-        drop = min(self._pos + int(self.offsets.min()) - self._buf0, self._buf.size - self.order)
-        if drop > 0:
-            self._buf = self._buf[drop:]
-            self._buf0 += drop
-        return levels, starts
-
-
-@dataclass(frozen=True)
-class SequenceCheck:
-    """What one receiver's checkers made of the training sets it received after EQ."""
-
-    sets: int
-    symbols_per_set: int
-    locked: bool
-    locks: int
-    bits_checked: int
-    errors: int
-    detected_order: int
-
-
-def _check(bits: npt.NDArray[np.uint8], order: int) -> PrbsChecker:
-    checker = PrbsChecker(order)
-    checker.feed(bits)
-    return checker
-
-
-def check_sequences(equalised: npt.NDArray[np.float64], set_symbols: int) -> list[SequenceCheck]:
-    """Decide each row's equalised samples and run the receiver's PRBS31 checker on them.
-
-    When the PRBS31 checker cannot verify a row, checkers of the other O.150 orders
-    identify what was sent (-1: none of them).
-    """
-    return check_decisions(slice_symbols(equalised), set_symbols)
-
-
-def check_decisions(decided: npt.NDArray[np.uint8], set_symbols: int) -> list[SequenceCheck]:
-    """:func:`check_sequences` of each row's decided symbols (level indices 0..3)."""
-    bits = gray_decode(decided.reshape(-1)).reshape(decided.shape[0], -1)
-    out = []
-    for row in bits:
-        checker = _check(row, SPEC_TRAINING_PRBS)
-        detected = -1
-        if checker.locked and checker.errors * 100 < checker.bits_checked:
-            detected = SPEC_TRAINING_PRBS
-        else:
-            best = math.inf
-            for order in POLYNOMIALS:
-                other = checker if order == SPEC_TRAINING_PRBS else _check(row, order)
-                if other.bits_checked and other.errors * 100 < other.bits_checked:
-                    ratio = other.errors / other.bits_checked
-                    if ratio < best:
-                        best, detected = ratio, order
-        out.append(
-            SequenceCheck(
-                sets=decided.shape[1] // set_symbols,
-                symbols_per_set=set_symbols,
-                locked=checker.locked,
-                locks=len(checker.lock_positions),
-                bits_checked=checker.bits_checked,
-                errors=checker.errors,
-                detected_order=detected,
-            )
-        )
-    return out
 
 
 # --- signal-level physics of one training round ------------------------------------------
@@ -267,7 +150,7 @@ class PhysicsKey:
     def eq_profile(self) -> EqProfile:
         return EqProfile(
             ber_target=self.eq_ber_target,
-            block_symbols=self.training_symbols,
+            block_symbols=set_symbols(self.training_symbols),
             initial_preset=self.initial_preset,
             skip_phase3=not self.run_eq_phase3,
         )
@@ -299,14 +182,20 @@ class GroupPhysics:
 
 @lru_cache(maxsize=128)
 def group_physics(key: PhysicsKey, n_links: int, seed: int, tag: str) -> GroupPhysics:
-    """Train ``n_links`` links sharing ``key`` at the signal level (one batch)."""
+    """Train ``n_links`` links sharing ``key`` at the signal level (one batch).
+
+    The CDR draws from a stream of its own, so a change to the equaliser's draws leaves
+    the CDR's alone.
+    """
     rng = component_rng(seed, "phy", tag, repr(key), n_links)
     eq = key.eq_profile()
-    source = PrbsTrainingSource(key.training_prbs, rng, 2 * n_links)
+    source = PrbsTrainingSource(key.training_prbs, rng, 2 * n_links, key.training_symbols)
     outcome = level3_eq_detail(key.channel, rng, n_links, eq, symbol_source=source)
     # Decided block by block: the joined blocks would be tens of MB at a thousand links.
     decided = np.concatenate([slice_symbols(b) for b in outcome.output_blocks], axis=1)
-    checks = check_decisions(decided, key.training_symbols)
+    checks = check_decisions(decided)
+
+    rng = component_rng(seed, "phy", tag, repr(key), n_links, "cdr")
 
     presets = Counter(p for r in outcome.records for p in r.tx_presets)
     tx_preset = min(presets, key=lambda p: (-presets[p], PRESET_NAMES.index(p)))
@@ -425,7 +314,7 @@ class _Walker:
         self.link = trace.link
         self.device = trace.link.device
         self.source = source
-        self.set_ns = self.device.training_symbols * self.link.ui_ns
+        self.set_ns = set_symbols(self.device.training_symbols) * self.link.ui_ns
         if trace.ltssm is None:
             trace.ltssm = Ltssm(skip_phase3=not self.device.run_eq_phase3)
         self.ltssm = trace.ltssm
@@ -526,6 +415,7 @@ class _Walker:
                     "direction": self.link.channel_names[d],
                     "round": self.trace.rounds,
                     "t_ns": t,
+                    "framed": check.framed,
                     "sets": check.sets,
                     "symbols_per_set": check.symbols_per_set,
                     "checker_order": SPEC_TRAINING_PRBS,
@@ -538,15 +428,17 @@ class _Walker:
             )
 
     def _timing_rows(self, t: float) -> None:
-        symbols = POLLING_ACTIVE_SETS * self.device.training_symbols
+        """Each receiver's symbol-rate count over the sets its partner sends from ``t``."""
+        count = count_symbols(t, self.link.ui_ns, t + LOCK_SETS * self.set_ns)
         for d in (0, 1):
             self.trace.timing.append(
                 {
                     "link": self.link.name,
                     "direction": self.link.channel_names[d],
-                    "t_start_ns": t,
-                    "t_end_ns": t + symbols * self.link.ui_ns,
-                    "symbols": symbols,
+                    "t_start_ns": count.t_open_ns,
+                    "t_end_ns": count.t_close_ns,
+                    "gate_ns": count.gate_ns,
+                    "symbols": count.symbols,
                     "bits_per_symbol": self.link.bits_per_symbol,
                     "lanes": self.link.lanes,
                 }

@@ -25,7 +25,9 @@ CATALOGUE: tuple[Clause, ...] = (
         "Links run at 64 GT/s PAM4 (32 GBd), measured from the PHY's symbol timing.",
         3,
         limits={"rate": Limit("==", "GBd", 32.0)},
-        params={"bits_per_symbol": 2},
+        # A receiver counts against its own reference clock; PCIe allows each end's
+        # transmitter UI ±300 ppm.
+        params={"bits_per_symbol": 2, "tolerance_ppm": 300.0},
     ),
     Clause(
         "phy.training_sequence",
@@ -78,8 +80,10 @@ CATALOGUE: tuple[Clause, ...] = (
         "§3.1",
         "The CDC FIFO depth is at least (max_rtt_cycles << 1) + 4 and never overflows.",
         4,
-        # The formula's depth is the run's: the cdc table's formula_depth column.
-        limits={"depth": Limit(">=", "entries")},
+        # Two parts: the words the FIFO lost in the worst-case burst (measured), and the
+        # configured depth against the formula's, which is the run's: the cdc table's
+        # formula_depth column (configured: the spec's rule is normative).
+        limits={"lost": Limit("<=", "words", 0.0), "depth": Limit(">=", "entries")},
         # §3.1 declares the depth as `logic [7:0] fifo_depth`.
         params={"depth_register_max": 255},
     ),

@@ -8,13 +8,13 @@ it from the clause it is handed and never restates it, so the report's ``limit``
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from sitssim.spec.verdict import Verdict, VerdictKind
+from sitssim.spec.verdict import Basis, Part, Verdict, VerdictKind
 
 Op = Literal["<=", "<", ">=", ">", "=="]
 _HOLDS: dict[str, Callable[[Any, Any], Any]] = {
@@ -117,6 +117,47 @@ class Clause:
             limit=spec.bound(value),
             op=spec.op,
             unit=spec.unit,
+            **kwargs,
+        )
+
+    def part(
+        self,
+        limit: str,
+        *,
+        measured: float,
+        basis: Basis,
+        value: float | None = None,
+        name: str | None = None,
+    ) -> Part:
+        """One check of a clause of several: ``measured`` against the named limit, passing
+        or failing by the limit itself; ``name`` tells apart two parts on one limit (the
+        limit's name by default)."""
+        spec = self.limits[limit]
+        return Part(
+            name=name or limit,
+            verdict="pass" if spec.holds(measured, value) else "fail",
+            measured=float(measured),
+            op=spec.op,
+            limit=spec.bound(value),
+            unit=spec.unit,
+            basis=basis,
+        )
+
+    def verdict_on_parts(self, parts: Sequence[Part], **kwargs: Any) -> Verdict:
+        """Fail when any part fails; the verdict's own figures and basis are those of the
+        first part that fails, else of the first part (list the strongest first)."""
+        if not parts:
+            raise ValueError("a verdict on parts needs at least one part")
+        failing = [p for p in parts if p.verdict == "fail"]
+        head = failing[0] if failing else parts[0]
+        return self.verdict(
+            "fail" if failing else "pass",
+            measured=head.measured,
+            limit=head.limit,
+            op=head.op,
+            unit=head.unit,
+            basis=head.basis,
+            parts=tuple(parts),
             **kwargs,
         )
 

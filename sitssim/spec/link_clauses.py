@@ -38,55 +38,76 @@ def _corner_rows(clause: Clause, ctx: RunContext) -> pd.DataFrame | Verdict:
 
 
 def cdc_fifo_depth(clause: Clause, ctx: RunContext) -> Verdict:
+    """Two parts. *lost* (measured): the words the FIFO lost in its worst-case burst, what the
+    simulated FIFO did. *depth* (configured): the configured depth against the formula's,
+    since §3.1's formula is normative, so a FIFO that loses nothing but is shallower than
+    the formula fails too. The depth found safe by bisection stands beside both."""
     register_max = clause.params["depth_register_max"]
     cdc = _cdc(ctx)
     if cdc is None:
         return clause.not_applicable(NO_CDC)
-    short = cdc["configured_depth"] < cdc["formula_depth"]
-    spilled = cdc["overflows"] > 0
-    bad = cdc[short | spilled]
-    margin = cdc["configured_depth"] - cdc["formula_depth"]
-    worst = cdc.loc[bad.index[0]] if len(bad) else cdc.loc[margin.idxmin()]
-    parts = [
-        f"{worst['link']} at {worst['corner']}: configured depth "
-        f"{worst['configured_depth']}, formula (max_rtt_cycles {worst['max_rtt_cycles']} << 1)"
-        f" + 4 = {worst['formula_depth']}, minimal safe depth by bisection "
-        f"{worst['min_safe_depth']}; {worst['overflows']} word(s) lost in the worst-case burst "
-        f"(peak occupancy {worst['peak_occupancy']})",
-        f"loop: detection {worst['rtt_detect_cycles']:.1f} + stop path "
-        f"{worst['rtt_stop_path_cycles']:.1f} cycles, {worst['rtt_in_flight_words']} word(s) "
-        "in flight",
-        f"{len(bad)} of {len(cdc)} link-corner(s) short or overflowing",
+    lost_limit, depth_limit = clause.limits["lost"], clause.limits["depth"]
+    spilled = lost_limit.breaks(cdc["overflows"])
+    short = pd.Series(
+        [
+            bool(depth_limit.breaks(c, f))
+            for c, f in zip(cdc["configured_depth"], cdc["formula_depth"], strict=True)
+        ],
+        index=cdc.index,
+    )
+    most_lost = cdc.loc[cdc["overflows"].idxmax()]
+    tightest = cdc.loc[(cdc["configured_depth"] - cdc["formula_depth"]).idxmin()]
+    parts = (
+        clause.part("lost", measured=float(most_lost["overflows"]), basis="measured"),
+        clause.part(
+            "depth",
+            measured=float(tightest["configured_depth"]),
+            value=float(tightest["formula_depth"]),
+            basis="configured",
+        ),
+    )
+    sized = (
+        " (fifo_depth: auto sizes it by the formula, so this part holds by construction)"
+        if bool(tightest["depth_auto"])
+        else ""
+    )
+    detail = [
+        f"lost: {most_lost['overflows']} word(s) over the clock phases of the worst-case burst "
+        f"on {most_lost['link']} at {most_lost['corner']} (peak occupancy "
+        f"{most_lost['peak_occupancy']} of {most_lost['configured_depth']}); "
+        f"{int(spilled.sum())} of {len(cdc)} link-corner(s) lost words",
+        f"depth: configured {tightest['configured_depth']}{sized} against the formula's "
+        f"(max_rtt_cycles {tightest['max_rtt_cycles']} << 1) + 4 = {tightest['formula_depth']} "
+        f"on {tightest['link']} at {tightest['corner']}; {int(short.sum())} of {len(cdc)} "
+        "link-corner(s) below the formula",
+        f"minimal safe depth by bisection there {tightest['min_safe_depth']} (the worst-case "
+        "burst overflows any shallower FIFO)",
+        f"loop: detection {tightest['rtt_detect_cycles']:.1f} + stop path "
+        f"{tightest['rtt_stop_path_cycles']:.1f} cycles, {tightest['rtt_in_flight_words']} "
+        "word(s) in flight",
     ]
     unsafe = cdc[cdc["formula_depth"] < cdc["min_safe_depth"]]
     if len(unsafe):
         row = unsafe.iloc[0]
-        parts.append(
+        detail.append(
             f"the formula's depth is below the bisected minimal safe depth on {len(unsafe)} "
             f"link-corner(s) (e.g. {row['link']} at {row['corner']}: {row['formula_depth']} < "
             f"{row['min_safe_depth']})"
         )
     if (cdc["formula_depth"] > register_max).any():
-        parts.append(
+        detail.append(
             f"the formula's depth exceeds the {register_max} that §3.1's 8-bit fifo_depth can hold"
         )
-    fifo = ctx.tables.get("fifo")
+    bad = cdc[spilled | short]
     proof = []
-    if fifo is not None and len(bad):
+    fifo = ctx.tables.get("fifo")
+    if fifo is not None and spilled.any():
         lost = fifo[fifo["lost"].astype(bool)]
         if len(lost):
             proof.append(evidence("fifo", lost["sample_id"]))
-    rows = bad if len(bad) else cdc.loc[[worst.name]]
+    rows = bad if len(bad) else cdc.loc[[tightest.name]]
     proof.append(evidence("cdc", rows["cdc_id"]))
-    return clause.verdict_on(
-        "depth",
-        "fail" if len(bad) else "pass",
-        measured=float(worst["configured_depth"]),
-        value=float(worst["formula_depth"]),
-        basis="measured",
-        evidence=tuple(proof),
-        detail="; ".join(parts),
-    )
+    return clause.verdict_on_parts(parts, evidence=tuple(proof), detail="; ".join(detail))
 
 
 def cdc_sync_latency(clause: Clause, ctx: RunContext) -> Verdict:

@@ -35,62 +35,66 @@ def _listed(items: list[str]) -> str:
 
 
 def symbol_rate(clause: Clause, ctx: RunContext) -> Verdict:
+    """Each receiver's count of the symbols it recovered in a gate of its own reference
+    clock (``symbol_timing``) against 32 GBd; the modulation is the link's configured one."""
     rate = clause.limits["rate"].bound()
+    tolerance = clause.params["tolerance_ppm"] * 1e-6 * rate
     bits_per_symbol = clause.params["bits_per_symbol"]
-    ui_spec_ps = 1e3 / rate
     timing = _table(ctx, "symbol_timing")
     if timing is None or timing.empty:
-        return clause.not_applicable("no link sent training sequences (no symbol timing)")
-    ui_ps = (timing["t_end_ns"] - timing["t_start_ns"]).to_numpy() * 1e3 / timing["symbols"]
+        return clause.not_applicable("no receiver counted training symbols (no symbol timing)")
+    gbd = timing["symbols"].to_numpy(dtype=float) / timing["gate_ns"].to_numpy(dtype=float)
     bits = timing["bits_per_symbol"].to_numpy()
-    gbd = 1e3 / ui_ps.to_numpy()
-    wrong = (np.abs(ui_ps - ui_spec_ps) > 1e-9 * ui_spec_ps).to_numpy() | (bits != bits_per_symbol)
+    off_rate = np.abs(gbd - rate) > tolerance
+    off_modulation = bits != bits_per_symbol
+    bad = off_rate | off_modulation
     worst = int(np.argmax(np.abs(gbd - rate)))
-    bad = timing[wrong]
-    detail = (
-        _listed(
-            [
-                f"{r.link} {r.direction}: UI {1e3 / g:.4g} ps = {g:.4g} GBd x {b} bit(s)/symbol "
-                f"= {g * b:.4g} GT/s"
-                for r, g, b in zip(bad.itertuples(), gbd[wrong], bits[wrong], strict=True)
-            ]
-        )
-        if len(bad)
-        else (
-            f"UI {ui_spec_ps:g} ps, PAM4 at {rate * bits_per_symbol:g} GT/s on all "
-            f"{len(timing)} directions"
-        )
+    rows = timing["timing_id"][bad] if bad.any() else timing["timing_id"]
+    problems = [
+        f"{r.link} {r.direction}: {r.symbols} symbols in {r.gate_ns:g} ns = {g:.6g} GBd"
+        + (f", {b} bit(s)/symbol configured" if b != bits_per_symbol else "")
+        for r, g, b in zip(timing[bad].itertuples(), gbd[bad], bits[bad], strict=True)
+    ]
+    low, high = f"{gbd.min():.6g}", f"{gbd.max():.6g}"
+    counted = (
+        f"{len(timing)} receivers counted {low if low == high else f'{low}-{high}'} GBd on "
+        f"their reference clocks (limit {rate:g} GBd ± {clause.params['tolerance_ppm']:g} ppm)"
     )
-    rows = bad["timing_id"] if len(bad) else timing["timing_id"]
     return clause.verdict_on(
         "rate",
-        "fail" if len(bad) else "pass",
+        "fail" if bad.any() else "pass",
         measured=float(gbd[worst]),
-        basis="measured",
+        # A direction failing on its configured modulation alone rests on no count.
+        basis="configured" if (off_modulation & ~off_rate).any() else "measured",
         evidence=(evidence("symbol_timing", rows),),
-        detail=detail,
+        detail=(_listed(problems) + "; " if problems else "") + counted,
     )
 
 
 def training_sequence(clause: Clause, ctx: RunContext) -> Verdict:
+    """What each receiver's framer observed of the set length and its PRBS31 checker of
+    the sequences (``training_sets``)."""
     prbs, symbols = clause.params["prbs_order"], clause.params["symbols"]
     sets = _table(ctx, "training_sets")
     if sets is None or sets.empty:
         return clause.not_applicable("no receiver checked training sequences")
+    framed = sets["framed"].astype(bool)
     wrong_order = (sets["detected_order"] != prbs) | ~sets["locked"].astype(bool)
     slipped = sets["locks"] != 1
-    wrong_length = sets["symbols_per_set"] != symbols
-    bad = sets[wrong_order | slipped | wrong_length]
+    wrong_length = framed & (sets["symbols_per_set"] != symbols)
+    bad = sets[~framed | wrong_order | slipped | wrong_length]
     problems = []
     for r in bad.itertuples():
         what = []
+        if not r.framed:
+            what.append("framer found no set boundaries")
+        elif r.symbols_per_set != symbols:
+            what.append(f"{r.symbols_per_set}-symbol sets observed")
         if r.detected_order != prbs or not r.locked:
             sent = f"PRBS{r.detected_order}" if r.detected_order > 0 else "no O.150 PRBS"
             what.append(f"PRBS31 checker did not verify it ({sent} received)")
         elif r.locks != 1:
             what.append(f"PRBS31 checker lost lock ({r.locks} locks)")
-        if r.symbols_per_set != symbols:
-            what.append(f"{r.symbols_per_set}-symbol sets")
         problems.append(f"{r.link} {r.direction} (round {r.round}): " + ", ".join(what))
     checked = int(sets["bits_checked"].sum())
     return clause.verdict_on(
@@ -102,7 +106,7 @@ def training_sequence(clause: Clause, ctx: RunContext) -> Verdict:
         detail=_listed(problems)
         if problems
         else (
-            f"{len(sets)} receivers verified {symbols}-symbol PRBS31 sets "
+            f"{len(sets)} receivers framed {symbols}-symbol sets and verified their PRBS31 "
             f"({checked} bits checked, {int(sets['errors'].sum())} errors)"
         ),
     )
@@ -409,16 +413,18 @@ def reset_to_l0(clause: Clause, ctx: RunContext) -> Verdict:
     links, states = _table(ctx, "phy_links"), _table(ctx, "link_states")
     if links is None or states is None or links.empty:
         return clause.not_applicable("no links were trained")
-    l0 = states[states["state"] == State.L0.value].sort_values("t_enter_ns")
-    first = l0.groupby("link").first()
+    ordered = states.sort_values("t_enter_ns", kind="stable")
+    first = ordered[ordered["state"] == State.L0.value].groupby("link").first()
     names = links["link"].to_numpy()
     times_us = first["t_enter_ns"].reindex(names).to_numpy(dtype=float) / 1e3
+    # A link that never reached L0 points at the state it was left in.
+    last = ordered.groupby("link")["state_id"].last()
     reached = pd.DataFrame(
         {
             "link": names,
             # A link that never reached L0 is later than any that did.
             "t_us": np.where(np.isnan(times_us), np.inf, times_us),
-            "state_id": first["state_id"].reindex(names).to_numpy(),
+            "state_id": first["state_id"].reindex(names).fillna(last.reindex(names)).to_numpy(),
         }
     )
 

@@ -33,6 +33,37 @@ def evidence(table: str, ids: Any) -> Evidence:
     return Evidence(table=table, rows=tuple(ids[:EVIDENCE_ROWS]), total=len(ids))
 
 
+def _figures(judged: Part | Verdict) -> dict[str, Any]:
+    """What a verdict or a part measured, against what, and on what basis, as printed."""
+    return {
+        "measured": judged.measured,
+        "op": judged.op,
+        "limit": judged.limit,
+        "unit": judged.unit,
+        "basis": judged.basis,
+    }
+
+
+@dataclass(frozen=True)
+class Part:
+    """One check of a clause that makes several, each against its own limit and on its own
+    basis: ``link.cdc_fifo_depth`` holds the configured depth against the formula
+    (configured) and counts the words the FIFO lost (measured). The verdict fails when any
+    part does, and its own figures are those of the first part that fails (else the first).
+    """
+
+    name: str
+    verdict: VerdictKind
+    measured: float
+    op: str
+    limit: float
+    unit: str
+    basis: Basis
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "verdict": self.verdict, **_figures(self)}
+
+
 @dataclass(frozen=True)
 class Verdict:
     id: str
@@ -45,17 +76,18 @@ class Verdict:
     basis: Basis = "none"
     evidence: tuple[Evidence, ...] = ()
     detail: str = ""
+    parts: tuple[Part, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "layer": self.layer,
             "verdict": self.verdict,
-            "measured": self.measured,
-            "op": self.op,
-            "limit": self.limit,
-            "unit": self.unit,
-            "basis": self.basis,
-            "evidence": [e.to_dict() for e in self.evidence],
-            "detail": self.detail,
+            **_figures(self),
         }
+        # Only a clause of several parts has the key: every other verdict prints as before.
+        if self.parts:
+            out["parts"] = [p.to_dict() for p in self.parts]
+        out["evidence"] = [e.to_dict() for e in self.evidence]
+        out["detail"] = self.detail
+        return out

@@ -11,7 +11,8 @@ design). With ``fifo_depth: auto`` the device is sized by the formula from the l
 round trip over all three corners, since one piece of silicon serves every corner.
 
 Tables: ``cdc`` (one row per channel and corner) and ``fifo`` (the configured FIFO's
-occupancy, edge by edge, on the clock phase that fills it most, with its lost words).
+occupancy, edge by edge, on the clock phase that fills it most, with the words written,
+read and lost at each edge, from which the occupancy can be counted again).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ CDC_COLUMNS = [
     "formula_depth",
     "min_safe_depth",
     "configured_depth",
+    "depth_auto",
     "overflows",
     "peak_occupancy",
     "sync_latency_ns",
@@ -115,11 +117,16 @@ def evaluate_corner(
     run = simulate(design, timing, depth, burst)
     lost = run.lost.sum(axis=0)
     lane = int(np.lexsort((-run.peak, -lost))[0])
+    # A wide word was read where the read pointer moved (it moves by one, modulo its width).
+    rptr = run.rptr[:, lane]
+    read = np.diff(rptr, prepend=0) != 0
     trace = {
         "cycle": np.arange(run.occupancy.shape[0], dtype=np.int32),
         "occupancy": run.occupancy[:, lane],
         "read_view": run.read_view[:, lane],
         "stop": run.stop_seen[:, lane],
+        "written": run.written[:, lane],
+        "read": read,
         "lost": run.lost[:, lane],
     }
     latency = sync_latency_ps(design, timing, sync_phases(design, PHASE_POINTS))
@@ -236,9 +243,8 @@ def cdc_tables(section: CdcSection, fabric: Fabric, where: Locator) -> dict[str,
     for channel in fabric.channels:
         words = _words_per_cycle(channel.rate_gts, profile.write_clock)
         design = with_faults(base, faulty.get((channel.src, channel.dst)))
-        depth = profile.fifo_depth
-        if depth == "auto":
-            depth = sized_depth(design, words)
+        auto = profile.fifo_depth == "auto"
+        depth = sized_depth(design, words) if auto else int(profile.fifo_depth)
         for corner in profile.corners:
             ev = evaluate_corner(design, depth, corner, words)
             rows.append(
@@ -259,6 +265,7 @@ def cdc_tables(section: CdcSection, fabric: Fabric, where: Locator) -> dict[str,
                     "formula_depth": ev.formula_depth,
                     "min_safe_depth": ev.min_safe_depth,
                     "configured_depth": ev.configured_depth,
+                    "depth_auto": auto,
                     "overflows": ev.overflows,
                     "peak_occupancy": ev.peak_occupancy,
                     "sync_latency_ns": ev.sync_latency_ps / 1e3,
@@ -289,6 +296,8 @@ def cdc_tables(section: CdcSection, fabric: Fabric, where: Locator) -> dict[str,
             "occupancy": np.asarray(column("occupancy"), dtype=np.int32),
             "read_view": np.asarray(column("read_view"), dtype=np.int32),
             "stop": np.asarray(column("stop"), dtype=bool),
+            "written": np.asarray(column("written"), dtype=bool),
+            "read": np.asarray(column("read"), dtype=bool),
             "lost": np.asarray(column("lost"), dtype=bool),
         }
     )

@@ -18,7 +18,7 @@ from sitssim.ccl.channels import launch_for
 from sitssim.ccl.endpoint import nccl_endpoint_costs
 from sitssim.ccl.nvls import nvls_search
 from sitssim.ccl.search import ring_search, run_channels
-from sitssim.ccl.tuning import Key, choose, generation_of
+from sitssim.ccl.tuning import COST_MODELS, Key, choose, generation_of
 from sitssim.config.catalog import GPUS
 from sitssim.config.collective_config import CollectiveWorkload
 from sitssim.config.switch_capabilities import SwitchCapabilities
@@ -77,6 +77,7 @@ class CallChooser:
         if capability is None:
             raise ValueError(f"GPU {wl.gpu!r} has no compute capability")
         self.wl = wl
+        self.model = COST_MODELS[wl.nccl]
         self.n_ranks = len(gpus)
         self.generation = generation_of(capability)
         nvlinks = min(nvlinks_of(fabric, g) for g in gpus)
@@ -99,6 +100,7 @@ class CallChooser:
         """What NCCL runs for one call of ``n_bytes``."""
         op = self.wl.operation
         algorithm, protocol = choose(
+            self.model,
             op,
             n_bytes,
             self.n_ranks,
@@ -108,5 +110,13 @@ class CallChooser:
             allowed=self._allowed,
         )
         launch = launch_for(algorithm, protocol, n_bytes, self.n_ranks, self.comm_channels)
-        costs = nccl_endpoint_costs(algorithm, protocol, self.generation, self.comm_channels)
+        costs = nccl_endpoint_costs(
+            self.model,
+            algorithm,
+            protocol,
+            op,
+            self.searches[algorithm],
+            self.generation,
+            launch.channels,
+        )
         return CclCall(algorithm, protocol, launch.channels, costs)

@@ -3,30 +3,38 @@
 Theory of operation
 -------------------
 The buffer is cut as ``ccl.nvls.nvls_plan`` says: loops of ``channels x heads`` chunks, one
-head per GPU, the head of a chunk being the GPU that has the switch reduce it. A chunk is
-seen in pieces of at most one message each, every message carrying its data in the write
-packets of the GPUs' stores (``CclCall.writes``). The planes split the pieces between them
-as a GPU's links do (``ccl.nvls.plane_shares``, dealt in a smooth weighted round robin), as
-the switches split the multicast address space. For one piece on plane ``s`` with head
-``h`` (NCCL's scatter, reduce and gather warps; ``docs/ccl_sources.md`` §5.1):
+head per GPU, the head of a chunk being the GPU that has the switch reduce it. A (channel,
+head) pair is a *lane*; its chunks come one per loop. A chunk moves in pieces of at most one
+message each, every message carrying its data in the write packets of the GPUs' stores
+(``CclCall.writes``), and the planes split the pieces between them as a GPU's links do
+(``ccl.nvls.plane_shares``, dealt in a smooth weighted round robin), as the switches split
+the multicast address space. NCCL's kernel signals chunk by chunk, as Simple does step by
+step (NCCL's NVLS work: scatter, reduce and gather warps over connections of one chunk a
+step; ``docs/ccl_sources.md`` §5.1, §5.4):
 
-1. every GPU sends its contribution of the piece to switch ``s``;
-2. the switch combines them (``switch.in_switch_reduction.InSwitchReduction``, at the
-   switch's reduction bandwidth) and, when the last has arrived, sends the sum to the head,
-   as it answers the head's ``multimem.ld_reduce``;
-3. the head, a handshake after the sum has landed, stores it back through the multicast
-   address: one message to switch ``s``;
-4. the switch multicasts it: one message to every GPU of the group, the head too.
+1. every GPU's scatter copies its part of a chunk into its buffer and posts the chunk, at
+   most ``WINDOW_CHUNKS`` ahead of the chunks it has gathered back;
+2. once every GPU has posted it, the head's reduce warps see that a handshake later
+   (``EndpointCosts.step_ns``) and, if the lane's previous chunk is done, pull the chunk:
+   each GPU's contribution of each piece goes to the piece's switch (its
+   ``multimem.ld_reduce``), the switch combines them (``switch.in_switch_reduction``, at the
+   switch's reduction bandwidth) and returns the sum to the head;
+3. the head stores each sum back through the multicast address as it arrives (one message to
+   the switch), and the switch multicasts it to every GPU of the group, the head too;
+4. when every store of the chunk has landed (the head's fence), the head posts the chunk:
+   the lane may pull its next, and every GPU's gather sees the post a handshake later and
+   counts the chunk done.
 
-A GPU is done once every piece's sum has landed there and its handshake is done. Each
-GPU's blocks copy at the protocol's rate (Simple: unbounded) and the kernel's fixed cost
-comes first, as in ``ccl_ring``. The data are tracked symbolically: a piece's sum carries
-the union of the masks the switch combined, so a multicast sent before every contribution
-arrived shows as a missing one.
+A GPU is done once it has gathered every chunk. The kernel's fixed cost comes first, as in
+``ccl_ring``; the scatter and gather copy within a GPU at the block's rate (Simple's:
+unbounded). The data are tracked symbolically: a piece's sum carries the union of the masks
+the switch combined, so a multicast sent before every contribution arrived shows as a
+missing one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -42,10 +50,9 @@ if TYPE_CHECKING:
 
 
 WINDOW_CHUNKS = NCCL_STEPS
-"""How many chunks a GPU's block runs its scatter ahead of the first chunk whose sum has not
-all come back: one per slot of the channel's buffer (our reading of NCCL's flow control on
-its NVLS buffers, not a figure NCCL states), so a GPU's contributions queue ahead of its
-stores by a bounded amount."""
+"""How many chunks a GPU's block posts ahead of those it has gathered back: one per slot of
+the channel's buffer (our reading of NCCL's flow control on its NVLS buffers, not a figure
+NCCL states)."""
 
 
 def weighted_round_robin(shares: list[float], count: int) -> list[int]:
@@ -137,22 +144,26 @@ class CclNvls(CollectiveRun):
         rank is ``release``d."""
         h = self.handle
         plan = nvls_plan(h.size, self.n, self.call.channels)
+        self._heads = plan.heads
         self._pieces = nvls_pieces(plan, self.max_message, self.call.writes)
         self._planes = weighted_round_robin(self.shares, len(self._pieces))
         self._init_data(len(self._pieces), own_chunk_only=False)
         n, channels = self.n, plan.channels
-        self._left = [len(self._pieces)] * n
-        self._of_block: list[list[int]] = [[] for _ in range(channels)]
-        self._heads = plan.heads
-        per_chunk = [[0] * (plan.loops * plan.heads) for _ in range(channels)]
+        # A chunk is (channel, loop x heads + head); its pieces in order.
+        self._of_chunk: dict[tuple[int, int], list[int]] = {}
         for p, (loop, ch, head, _) in enumerate(self._pieces):
-            self._of_block[ch].append(p)
-            per_chunk[ch][loop * plan.heads + head] += 1
-        self._chunk_left = [[list(row) for row in per_chunk] for _ in range(n)]
-        self._done_chunks = [[self._prefix(row, 0) for row in per_chunk] for _ in range(n)]
+            self._of_chunk.setdefault((ch, loop * plan.heads + head), []).append(p)
+        self._chunks = [sorted(k for c, k in self._of_chunk if c == ch) for ch in range(channels)]
+        self._posts = {key: 0 for key in self._of_chunk}
+        self._fence_left = {key: n * len(ps) for key, ps in self._of_chunk.items()}
+        self._lane_next = [[0] * plan.heads for _ in range(channels)]
+        self._lane_free = [[0.0] * plan.heads for _ in range(channels)]
+        self._lane_ready: dict[tuple[int, int], float] = {}
         self._cursor = [[0] * channels for _ in range(n)]
+        self._gathered = [[0] * channels for _ in range(n)]
+        self._chunks_left = [len(self._of_chunk)] * n
         self._free = [[0.0] * channels for _ in range(n)]
-        # Until its kernel starts a rank scatters nothing, whatever lands for it.
+        # Until its kernel starts a rank posts nothing, whatever it gathers.
         self._timed = [[True] * channels for _ in range(n)]
         if not hold:
             for rank in range(n):
@@ -166,44 +177,63 @@ class CclNvls(CollectiveRun):
             self._free[rank][ch] = begin
             self._at(begin, self._scatter_timed, rank, ch, -1)
 
-    @staticmethod
-    def _prefix(left: list[int], done: int) -> int:
-        """Chunks done in order from ``done`` on: every piece of each landed (or none in it)."""
-        while done < len(left) and left[done] == 0:
-            done += 1
-        return done
-
     def _scatter(self, rank: int, ch: int) -> None:
-        """Send ``rank``'s contributions on channel ``ch`` in order, each once its block has
-        copied it and while it is within ``WINDOW_CHUNKS`` of the first chunk not yet back."""
-        order = self._of_block[ch]
+        """Copy and post ``rank``'s chunks on channel ``ch`` in order, each while it is within
+        ``WINDOW_CHUNKS`` of the first chunk not yet gathered back."""
+        order = self._chunks[ch]
         cursor = self._cursor[rank]
-        copy_ns = self.call.costs.copy_ns
         now = self.env.now
         while cursor[ch] < len(order):
-            p = order[cursor[ch]]
-            loop, _, head, nbytes = self._pieces[p]
-            if loop * self._heads + head >= self._done_chunks[rank][ch] + WINDOW_CHUNKS:
+            if cursor[ch] >= self._gathered[rank][ch] + WINDOW_CHUNKS:
                 return
-            t = max(now, self._free[rank][ch]) + copy_ns(nbytes)
+            k = order[cursor[ch]]
+            nbytes = sum(self._pieces[p][3] for p in self._of_chunk[(ch, k)])
+            t = max(now, self._free[rank][ch]) + self.call.costs.copy_ns(nbytes)
             self._free[rank][ch] = t
             cursor[ch] += 1
             if t > now:
                 self._timed[rank][ch] = True
-                self._at(t, self._scatter_timed, rank, ch, p)
+                self._at(t, self._scatter_timed, rank, ch, k)
                 return
-            self._contribute(rank, p)
+            self._post(ch, k)
 
-    def _scatter_timed(self, rank: int, ch: int, piece: int) -> None:
+    def _scatter_timed(self, rank: int, ch: int, chunk: int) -> None:
         self._timed[rank][ch] = False
-        if piece >= 0:
-            self._contribute(rank, piece)
+        if chunk >= 0:
+            self._post(ch, chunk)
         self._scatter(rank, ch)
+
+    def _post(self, ch: int, k: int) -> None:
+        """One GPU has posted chunk ``k`` of channel ``ch``; once all have, its head's reduce
+        warps see it a handshake later."""
+        key = (ch, k)
+        self._posts[key] += 1
+        if self._posts[key] == self.n:
+            self._lane_ready[key] = self.env.now + self.call.costs.step_ns
+            self._gate(ch, k % self._heads)
+
+    def _gate(self, ch: int, head: int) -> None:
+        """Start the lane's next chunk if all GPUs posted it and the one before is fenced."""
+        free = self._lane_free[ch][head]
+        k = self._lane_next[ch][head] * self._heads + head
+        if free == math.inf or (ch, k) not in self._lane_ready:
+            return
+        ready = self._lane_ready.pop((ch, k))
+        self._lane_next[ch][head] += 1
+        self._lane_free[ch][head] = math.inf
+        self._at(max(ready, free), self._pull, ch, k)
 
     def _wire(self, nbytes: int) -> int:
         """A message's bytes for ``nbytes`` of data: in the call's write packets (the
         switch's reduction and multicast carry the same packets as the GPUs' stores)."""
         return self.call.writes.wire_bytes(nbytes)
+
+    def _pull(self, ch: int, k: int) -> None:
+        """The head's ``multimem.ld_reduce`` of a chunk: every GPU's contribution of each
+        piece goes to the piece's switch."""
+        for piece in self._of_chunk[(ch, k)]:
+            for rank in range(self.n):
+                self._contribute(rank, piece)
 
     def _contribute(self, rank: int, piece: int) -> None:
         mask = self.handle.contributions[rank][piece]
@@ -222,11 +252,10 @@ class CclNvls(CollectiveRun):
     def _to_head(self, piece: int, mask: int) -> None:
         _, _, head, nbytes = self._pieces[piece]
         switch = self.switch_ids[self._planes[piece]]
-        step = self.call.costs.step_ns
 
         def landed(_msg: int) -> None:
             self.handle.contributions[head][piece] |= mask
-            self._at(self.env.now + step, self._store, piece)
+            self._store(piece)
 
         self._message(switch, self.ids[head], self._wire(nbytes), landed, replica=True)
 
@@ -246,19 +275,30 @@ class CclNvls(CollectiveRun):
 
     def _landing(self, rank: int, piece: int, mask: int) -> Callable[[int], None]:
         loop, ch, head, _ = self._pieces[piece]
-        chunk = loop * self._heads + head
+        key = (ch, loop * self._heads + head)
 
         def landed(_msg: int) -> None:
             self.handle.contributions[rank][piece] |= mask
-            left = self._chunk_left[rank][ch]
-            left[chunk] -= 1
-            if left[chunk] == 0:
-                done = self._done_chunks[rank]
-                done[ch] = self._prefix(left, done[ch])
-                if not self._timed[rank][ch]:
-                    self._scatter(rank, ch)
-            self._left[rank] -= 1
-            if self._left[rank] == 0:
-                self._at(self.env.now + self.call.costs.step_ns, self._rank_done, rank)
+            self._fence_left[key] -= 1
+            if self._fence_left[key] == 0:
+                self._fenced(*key)
 
         return landed
+
+    def _fenced(self, ch: int, k: int) -> None:
+        """Every store of the chunk has landed: the head posts it, and every GPU's gather
+        sees the post a handshake later; the lane takes its next chunk."""
+        head = k % self._heads
+        self._lane_free[ch][head] = self.env.now
+        self._gate(ch, head)
+        seen = self.env.now + self.call.costs.step_ns
+        for rank in range(self.n):
+            self._at(seen, self._gather, rank, ch)
+
+    def _gather(self, rank: int, ch: int) -> None:
+        self._gathered[rank][ch] += 1
+        if not self._timed[rank][ch]:
+            self._scatter(rank, ch)
+        self._chunks_left[rank] -= 1
+        if self._chunks_left[rank] == 0:
+            self._rank_done(rank)

@@ -16,8 +16,10 @@ or for LL and LL128, whose every line carries its flag, pieces of at most one me
 A block is sequential: it acts on a piece once the piece has landed and its handshake is
 done (``EndpointCosts.step_ns``), and once it has finished the piece before, each piece
 taking the block ``EndpointCosts.copy_ns`` of its payload; its send leaves as the block
-finishes it. A block's next loop starts when its last receive of the loop is done, and its
-first after the kernel's fixed cost (``EndpointCosts.kernel_ns``). On the wire a piece is its
+finishes it. The last receive copies only where the protocol unpacks its lines into the
+output (``Protocol.unpacks``: LL and LL128; under Simple the peer stored into it). A
+block's next loop starts when its last receive of the loop is done, and its first after
+the kernel's fixed cost (``EndpointCosts.kernel_ns``). On the wire a piece is its
 protocol's lines (``Protocol.wire_bytes``: LL sends 16 bytes per 8 of data) in the write
 packets of the call's stores (``CclCall.writes``: a header per 128 bytes from an SM), as
 messages of at most ``max_message_bytes``; an empty piece sends nothing and lands at once,
@@ -251,7 +253,8 @@ class CclRing(CollectiveRun):
                 if landed is None:
                     return
                 ready = max(ready, landed + costs.step_ns)
-            block.free_ns = ready + costs.copy_ns(pieces[piece])
+            copies = step < last or self.protocol.unpacks
+            block.free_ns = ready + (costs.copy_ns(pieces[piece]) if copies else 0.0)
             if step < last:
                 self._at(block.free_ns, self._send_piece, block, key, step, piece, pieces[piece])
             block.piece += 1

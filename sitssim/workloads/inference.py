@@ -353,6 +353,7 @@ class InferenceDriver:
                 operation=operation,
                 algorithm="auto",
                 gpu=str(self.wl.gpu),
+                nccl=self.wl.nccl,
                 sizes=["1B"],
                 max_message_bytes=f"{self.wl.max_message}B",
             )

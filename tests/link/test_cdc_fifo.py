@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cdc_events import counted_occupancy, words_lost_by_count
+from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
 from sitssim import load_scenario, simulate
@@ -42,6 +44,7 @@ from sitssim.link.cdc_fifo import (
 from sitssim.link.cdc_fifo import (
     simulate as simulate_fifo,
 )
+from sitssim.scenario import scenario_from_data
 from sitssim.spec.registry import JUDGES, RunContext, Verdict
 from sitssim.stages.cdc import cdc_section, cdc_tables
 
@@ -206,52 +209,102 @@ def _verdict(result, clause_id: str):
     return next(v for v in result.verdicts if v.id == clause_id)
 
 
+def _part(verdict, name: str):
+    return next(p for p in verdict.parts if p.name == name)
+
+
 def test_fat_tree_evaluates_every_link_and_corner_and_passes(fat_tree) -> None:
-    """link.cdc_fifo_depth, link.cdc_sync_latency, link.handshake_setup pass on the fat tree."""
+    """link.cdc_fifo_depth, link.cdc_sync_latency, link.handshake_setup pass on the fat tree.
+
+    The depth clause's two parts: no word lost (counted again from the fifo table's events,
+    which never hold more than the depth), and the configured depth against the formula,
+    which ``fifo_depth: auto`` meets by construction, as the detail says."""
     cdc = fat_tree.tables["cdc"]
     assert len(cdc) == len(fat_tree.fabric.channels) * len(CORNERS)
     for clause_id in ("link.cdc_fifo_depth", "link.cdc_sync_latency", "link.handshake_setup"):
         verdict = _verdict(fat_tree, clause_id)
         assert verdict.verdict == "pass", verdict.detail
-        assert verdict.basis == "measured"
     assert (cdc["overflows"] == 0).all()
     assert (cdc["formula_depth"] >= cdc["min_safe_depth"]).all()
-    assert "minimal safe depth by bisection" in _verdict(fat_tree, "link.cdc_fifo_depth").detail
+    depth = _verdict(fat_tree, "link.cdc_fifo_depth")
+    assert [(p.name, p.basis) for p in depth.parts] == [
+        ("lost", "measured"),
+        ("depth", "configured"),
+    ]
+    assert _part(depth, "depth").measured == _part(depth, "depth").limit == 218
+    assert "holds by construction" in depth.detail
+    assert "minimal safe depth by bisection there 213" in depth.detail
     fifo = fat_tree.tables["fifo"]
-    depth = fifo.merge(cdc, on=["link_id", "corner"], how="left")["configured_depth"]
-    assert (fifo["occupancy"].to_numpy() <= depth.to_numpy()).all()
+    counted = counted_occupancy(fifo, DESIGN.ratio)
+    np.testing.assert_array_equal(counted.to_numpy(), fifo["occupancy"].to_numpy())
+    configured = fifo.merge(cdc, on=["link_id", "corner"], how="left")["configured_depth"]
+    assert (counted.to_numpy() <= configured.to_numpy()).all()
+    # The traces do fill: a stalled consumer takes the FIFO past its stop mark.
+    assert (counted.to_numpy() > configured.to_numpy() // 2).any()
     assert not fifo["lost"].any()
 
 
+def test_an_explicit_depth_is_not_sized_by_construction() -> None:
+    """link.cdc_fifo_depth: only ``fifo_depth: auto`` is said to meet the formula by
+    construction; the same 218 entries written out are a configured depth like any other."""
+    data = YAML(typ="safe").load((ROOT / "scenarios/violations/cdc_formula_short.yaml").read_text())
+    data["link_layer"]["cdc"]["fifo_depth"] = 218
+    scenario = scenario_from_data(data)
+    tables = cdc_tables(cdc_section(scenario), build_fabric(scenario), Locator(scenario.error))
+    verdict = _judged(RunContext(tables=tables), "link.cdc_fifo_depth")
+    assert verdict.verdict == "pass"
+    assert not tables["cdc"]["depth_auto"].any()
+    assert "by construction" not in verdict.detail
+
+
 def test_undersized_fifo_overflows_in_the_run(tmp_path: Path) -> None:
-    """link.cdc_fifo_depth fails from lost words, citing the fifo rows that lost them."""
+    """link.cdc_fifo_depth fails on both parts: the FIFO lost words (measured: the count
+    agrees with one made from the burst's events) and 192 is below the formula's 218
+    (configured: the scenario's depth); the fifo rows cited lost them."""
     out = tmp_path / "out"
-    result = runner.invoke(
-        app,
-        [
-            "run",
-            str(ROOT / "scenarios/violations/cdc_undersized.yaml"),
-            "--out",
-            str(out),
-            "--no-figures",
-        ],
-    )
+    path = ROOT / "scenarios/violations/cdc_undersized.yaml"
+    result = runner.invoke(app, ["run", str(path), "--out", str(out), "--no-figures"])
     assert result.exit_code == 1, result.output
     assert "FAIL link.cdc_fifo_depth" in result.output
     report = json.loads((out / "report.json").read_text())
     verdict = next(c for c in report["clauses"] if c["id"] == "link.cdc_fifo_depth")
     assert verdict["verdict"] == "fail"
+    parts = {p["name"]: p for p in verdict["parts"]}
+    assert parts["lost"]["verdict"] == parts["depth"]["verdict"] == "fail"
+    assert parts["lost"]["measured"] == words_lost_by_count(DESIGN, 192, WORST_CORNER) > 0
+    assert parts["depth"]["measured"] == load_scenario(path).link_layer.cdc.fifo_depth
+    assert parts["depth"]["limit"] == 218
+    # The verdict's own figures are its measured part's.
+    assert (verdict["measured"], verdict["basis"]) == (parts["lost"]["measured"], "measured")
     cdc = pd.read_parquet(out / "cdc.parquet")
     fifo = pd.read_parquet(out / "fifo.parquet")
     assert (cdc["configured_depth"] < cdc["min_safe_depth"]).all()
     assert (cdc["overflows"] > 0).all()
     rows = next(e for e in verdict["evidence"] if e["table"] == "fifo")
+    counted = counted_occupancy(fifo, DESIGN.ratio)
     cited = fifo.set_index("sample_id").loc[rows["rows"]]
     assert cited["lost"].all()
-    # A word is lost only when the FIFO is full: it fills to its depth and no further.
-    depth = cited.merge(cdc, on=["link_id", "corner"], how="left")["configured_depth"]
-    assert (cited["occupancy"].to_numpy() == depth.to_numpy()).all()
-    assert (fifo["occupancy"] <= int(cdc["configured_depth"].max())).all()
+    # A word is lost only when the FIFO is full: counted from its writes and reads, it
+    # fills to its depth and no further.
+    assert (counted.loc[fifo["sample_id"].isin(rows["rows"])] == 192).all()
+    assert counted.max() == 192
+
+
+def test_a_fifo_between_the_safe_depth_and_the_formula_fails_by_the_formula_alone() -> None:
+    """link.cdc_fifo_depth: 215 entries lose no word (213 is the bisected safe depth) but
+    are below the formula's 218; only the configured part fails, and it heads the verdict."""
+    ctx = _cdc_only(ROOT / "scenarios/violations/cdc_formula_short.yaml")
+    verdict = _judged(ctx, "link.cdc_fifo_depth")
+    assert verdict.verdict == "fail"
+    lost, depth = _part(verdict, "lost"), _part(verdict, "depth")
+    assert lost.verdict == "pass"
+    assert lost.measured == words_lost_by_count(DESIGN, 215, WORST_CORNER) == 0
+    assert (depth.verdict, depth.measured, depth.limit) == ("fail", 215, 218)
+    assert (verdict.measured, verdict.basis) == (215, "configured")
+    cdc = ctx.tables["cdc"]
+    assert (cdc["min_safe_depth"] <= 215).all()
+    assert (cdc["formula_depth"] > 215).all()
+    assert [e.table for e in verdict.evidence] == ["cdc"]
 
 
 def _cdc_only(path: Path) -> RunContext:

@@ -124,6 +124,19 @@ def test_q_function_and_counted_ber_agree_after_equalisation() -> None:
     assert np.all((ratio > 0.67) & (ratio < 1.5))
 
 
+def test_each_preset_of_phases_2_and_3_takes_the_channel_its_time_to_reacquire() -> None:
+    """A lossy channel's receiver needs longer to re-adapt after a preset change, so the
+    preset search costs more blocks per preset tried there (a fixed count would not)."""
+
+    def blocks_per_preset(loss_db: float) -> float:
+        channel = ChannelProfile(loss_db=loss_db, snr_db=30.0, rj_rms_ui=0.01)
+        records = level3_eq(channel, np.random.default_rng(13), n_links=4)
+        phases = [p for r in records for p in r.phases[2:]]
+        return float(np.mean([p.iterations / len(p.presets_tried) for p in phases]))
+
+    assert blocks_per_preset(21.0) > 1.6 * blocks_per_preset(6.0)
+
+
 def test_level3_record_on_a_nominal_channel() -> None:
     eq = EqProfile()
     (record,) = level3_eq(NOMINAL, np.random.default_rng(9), eq=eq)
@@ -136,7 +149,10 @@ def test_level3_record_on_a_nominal_channel() -> None:
         assert phase.presets_tried[0] == eq.initial_preset
         assert phase.preset in phase.presets_tried
         assert len(set(phase.presets_tried)) == len(phase.presets_tried)
-        assert phase.iterations == len(phase.presets_tried) * (eq.settle_blocks + eq.eval_blocks)
+        # Each candidate: re-acquired (at least confirm_blocks), then scored.
+        least = len(phase.presets_tried) * (eq.confirm_blocks + eq.eval_blocks)
+        most = len(phase.presets_tried) * (eq.max_settle_blocks + eq.eval_blocks)
+        assert least <= phase.iterations <= most
         # The hill climb stops only when every neighbour of the choice was tried.
         assert set(PRESET_NEIGHBOURS[phase.preset]) <= set(phase.presets_tried)
         assert phase.method in ("counted", "q_function")

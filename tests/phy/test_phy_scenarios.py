@@ -14,6 +14,7 @@ from vcd_reading import vcd_changes
 from sitssim.cli import app
 from sitssim.results.vcd import write_vcd
 from sitssim.scenario import load_scenario
+from sitssim.simulation import simulate
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -35,6 +36,53 @@ def test_lossy_links_differs_from_the_nominal_fat_tree_only_in_its_channels() ->
     assert stripped == nominal
 
 
+def _without(data: dict, *keys: str) -> dict:
+    return {k: v for k, v in data.items() if k not in keys}
+
+
+def test_the_32gt_witness_differs_from_the_direct_rc_fabric_only_in_its_rate() -> None:
+    nominal = _plain_yaml(SCENARIOS / "direct_rc_4gpu.yaml")
+    witness = _plain_yaml(SCENARIOS / "violations" / "symbol_rate_32gt.yaml")
+    assert witness["links"]["default"].pop("rate") == "32GT/s"
+    assert nominal["links"]["default"].pop("rate") == "64GT/s"
+    assert _without(witness, "name", "description") == _without(nominal, "name", "description")
+
+
+def test_the_32gt_witness_fails_the_symbol_rate_alone_on_what_receivers_counted() -> None:
+    result = simulate(load_scenario(SCENARIOS / "violations" / "symbol_rate_32gt.yaml"))
+    failed = {v.id: v for v in result.verdicts if v.verdict == "fail"}
+    assert set(failed) == {"phy.symbol_rate"}
+    verdict = failed["phy.symbol_rate"]
+    timing = result.tables["symbol_timing"]
+    assert verdict.basis == "measured" and verdict.measured == pytest.approx(16.0)
+    assert set(timing["symbols"]) == {65_536} and set(timing["gate_ns"]) == {4096.0}
+    assert verdict.evidence[0].total == len(timing) == 8
+
+
+def test_the_256_symbol_witness_differs_from_the_direct_rc_fabric_only_in_its_fault() -> None:
+    nominal = _plain_yaml(SCENARIOS / "direct_rc_4gpu.yaml")
+    witness = _plain_yaml(SCENARIOS / "violations" / "training_set_256.yaml")
+    assert witness.pop("faults") == [
+        {"kind": "training_symbols", "link": "gpu1-rc0", "symbols": 256}
+    ]
+    assert _without(witness, "name", "description") == _without(nominal, "name", "description")
+
+
+def test_the_256_symbol_witness_is_caught_by_the_framers_of_that_link_alone() -> None:
+    result = simulate(load_scenario(SCENARIOS / "violations" / "training_set_256.yaml"))
+    failed = {v.id: v for v in result.verdicts if v.verdict == "fail"}
+    assert set(failed) == {"phy.training_sequence"}
+    sets = result.tables["training_sets"]
+    faulty = sets["link"] == "gpu1-rc0"
+    assert set(sets.loc[faulty, "symbols_per_set"]) == {256}
+    assert set(sets.loc[~faulty, "symbols_per_set"]) == {512}
+    # The sequences themselves are good PRBS31: the length is what the framer caught.
+    assert (sets["detected_order"] == 31).all() and (sets["errors"] == 0).all()
+    assert sorted(failed["phy.training_sequence"].evidence[0].rows) == sorted(
+        sets.loc[faulty, "check_id"]
+    )
+
+
 def test_the_nominal_fat_tree_passes_every_l1_clause(phy: ModuleType) -> None:
     verdicts = phy.phy_verdicts(load_scenario(SCENARIOS / "fat_tree_8gpu.yaml"))
     for clause_id, verdict in verdicts.items():
@@ -48,13 +96,14 @@ def test_lossy_links_miss_200_us_with_names_and_times(phy: ModuleType) -> None:
     stage = phy.phy_run(scenario)
     verdict = phy.phy_verdicts(scenario, stage)["phy.reset_to_l0"]
     assert verdict.verdict == "fail"
-    late = [t for t in stage.traces if t.first_l0_ns > 200e3]
-    on_time = [t for t in stage.traces if t.first_l0_ns <= 200e3]
-    assert late and on_time
-    for trace in late:
-        assert f"{trace.link.name} at {trace.first_l0_ns / 1e3:.1f} µs" in verdict.detail
-    for trace in on_time:
-        assert trace.link.name + " " not in verdict.detail
+    late = sorted((t for t in stage.traces if t.first_l0_ns > 200e3), key=lambda t: -t.first_l0_ns)
+    assert late
+    # The latest first, as many as the detail shows, then how many more.
+    named = "; ".join(f"{t.link.name} at {t.first_l0_ns / 1e3:.1f} µs" for t in late[:6])
+    more = f" (+{len(late) - 6} more)" if len(late) > 6 else ""
+    assert verdict.detail.endswith(f"after 200 µs: {named}{more}")
+    assert verdict.detail.startswith(f"{len(late)} of {len(stage.traces)} links")
+    assert verdict.measured == pytest.approx(late[0].first_l0_ns / 1e3)
     assert verdict.evidence[0].total == len(late)
 
 

@@ -10,7 +10,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from sitssim.phy.channel import PAM4_LEVELS, ChannelProfile, pulse_response
 from sitssim.phy.equalizer import PRESET_TABLE, EqProfile, level3_eq_detail
 from sitssim.phy.received import SharedSymbolRows, SymbolRows, symbol_rows
-from sitssim.phy.training import PrbsTrainingSource
+from sitssim.phy.training_source import PrbsTrainingSource
 
 CHANNEL = ChannelProfile(loss_db=9.0, snr_db=28.0, rj_rms_ui=0.02)
 
@@ -89,7 +89,7 @@ def test_level3_eq_on_a_prbs_source_is_the_same_whether_its_sums_are_shared_or_p
     eq: EqProfile,
 ) -> None:
     def run(shared: bool) -> object:
-        source = PrbsTrainingSource(31, np.random.default_rng(4), batch=10)
+        source = PrbsTrainingSource(31, np.random.default_rng(4), 10, eq.block_symbols - 16)
         plain = source if shared else (lambda shape: source(shape))
         return level3_eq_detail(CHANNEL, np.random.default_rng(5), 5, eq, symbol_source=plain)
 

@@ -25,13 +25,17 @@ from idle_fabrics import idle_transport
 from sitssim.ccl.custom_ar import ONE_SHOT, custom_algorithm, custom_costs
 from sitssim.ccl.endpoint import nccl_endpoint_costs
 from sitssim.ccl.protocols import PROTOCOLS
-from sitssim.ccl.tuning import ring_steps
+from sitssim.ccl.search import ring_search
+from sitssim.ccl.tuning import NCCL_2_20, ring_steps
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
 from sitssim.workloads.ccl_nvls import CclNvls
 from sitssim.workloads.ccl_ring import CclCall, CclRing
 from sitssim.workloads.collectives import ring_all_reduce_lower_bound_ns
 from sitssim.workloads.custom_allreduce import CustomAllReduce, custom_messages
+
+H100_RINGS = ring_search(18, "hopper")
+"""What NCCL's search finds on an H100's 18 NVLinks (12 channels at 30 GB/s)."""
 
 
 def idle(n: int, links: int) -> tuple[Fabric, Transport]:
@@ -62,7 +66,12 @@ def test_every_rank_ends_with_its_promise_and_an_all_reduce_never_beats_the_boun
 ) -> None:
     n, links, size, operation, protocol, channels, max_message = case
     fabric, transport = idle(n, links)
-    call = CclCall("ring", protocol, channels, nccl_endpoint_costs("ring", protocol, "hopper", 24))
+    call = CclCall(
+        "ring",
+        protocol,
+        channels,
+        nccl_endpoint_costs(NCCL_2_20, "ring", protocol, operation, H100_RINGS, "hopper", channels),
+    )
     done: list[float] = []
     handle = CclRing(
         transport, fabric.gpus, size, operation, call, 0, 0, done.append, max_message, None
@@ -94,7 +103,14 @@ def test_an_nvls_all_reduce_sums_every_contribution_through_the_switches(case: t
     fabric, transport = idle(n, links)
     switches = fabric.switches
     per_plane = [fabric.graph.edges[fabric.gpus[0], s]["links"] for s in switches]
-    call = CclCall("nvls", "simple", channels, nccl_endpoint_costs("nvls", "simple", "hopper", 24))
+    call = CclCall(
+        "nvls",
+        "simple",
+        channels,
+        nccl_endpoint_costs(
+            NCCL_2_20, "nvls", "simple", "all_reduce", H100_RINGS, "hopper", channels
+        ),
+    )
     done: list[float] = []
     handle = CclNvls(
         transport,

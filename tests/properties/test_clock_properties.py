@@ -1,12 +1,15 @@
-"""Hypothesis checks of the clock clauses and the synchronisation they rest on."""
+"""Hypothesis checks of the clock clauses (link.ts_injection, fabric.skew_budget) and the
+synchronisation they rest on. Each clause has one check whose draws fall on both sides of
+it, the verdict against the rule applied by the test to the run's tables."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pandas as pd
+import pytest
 import simpy
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from sitssim.config.clock_params import MAX_PPM, ClockConfig, ClockStepBack
@@ -88,6 +91,17 @@ def test_a_correct_devices_stamps_are_strictly_monotonic(config: ClockConfig, se
     assert verdict.measured == 0
 
 
+def _sets_stepping_back(config: ClockConfig, seed: int, at: float, step: float) -> pd.DataFrame:
+    """The ordered sets of one link whose device ``a`` steps its clock back by ``step`` at
+    ``at``."""
+    fault = ClockStepBack.model_validate(
+        {"kind": "clock_step_back", "device": "a", "at": f"{at}ns", "step": f"{step}ns"}
+    )
+    clocks = build_clocks(config, ["a", "b"], seed, HORIZON_NS, steps=[fault])
+    u = config.phy_uncertainty
+    return ordered_sets_table(_link("a", "b"), clocks, ORDERED_SET_FLITS, u, HORIZON_NS, seed)
+
+
 @given(
     config=clock_configs,
     seed=st.integers(0, 2**32 - 1),
@@ -100,12 +114,7 @@ def test_the_clause_flags_a_clock_that_steps_back(
     """link.ts_injection: a step back larger than the ordered-set spacing (plus the stamp
     uncertainty) is one violation on each direction the faulty device sends on, at the step."""
     step = 1.05 * SPACING_NS + 2 * config.phy_uncertainty + extra
-    fault = ClockStepBack.model_validate(
-        {"kind": "clock_step_back", "device": "a", "at": f"{at}ns", "step": f"{step}ns"}
-    )
-    clocks = build_clocks(config, ["a", "b"], seed, HORIZON_NS, steps=[fault])
-    u = config.phy_uncertainty
-    table = ordered_sets_table(_link("a", "b"), clocks, ORDERED_SET_FLITS, u, HORIZON_NS, seed)
+    table = _sets_stepping_back(config, seed, at, step)
     verdict = _judge(table)
     assert verdict.verdict == "fail"
     assert verdict.measured == 1
@@ -188,3 +197,102 @@ def test_sync_converges_for_any_ppm_within_bounds(
     assert len(fences) > 0
     residual = fences.loc[fences["gpu"] == "b", "residual_ns"].abs()
     assert residual.max() <= bound
+
+
+def _stamp_violations(table: pd.DataFrame) -> pd.Series:
+    """Ordered sets without a stamp, or stamped at or below the last stamp their direction
+    carried before them: worked out here, without the judge's checker."""
+    sets = table.sort_values(["channel", "seq"], kind="stable")
+    last = sets.groupby("channel")["stamp_ns"].transform(lambda s: s.ffill().shift())
+    return sets.loc[sets["stamp_ns"].isna() | (sets["stamp_ns"] <= last), "os_id"]
+
+
+@given(
+    config=clock_configs,
+    seed=st.integers(0, 2**32 - 1),
+    at=st.floats(SPACING_NS, HORIZON_NS - 2 * SPACING_NS),
+    # Tenths of a spacing, drawn evenly: floats would crowd at the small end.
+    step=st.integers(1, 24).map(lambda k: k * SPACING_NS / 10),
+)
+def test_ts_injection_verdict_counts_the_sets_out_of_order(
+    config: ClockConfig, seed: int, at: float, step: float
+) -> None:
+    """link.ts_injection: the verdict fails exactly when some set is unstamped or stamped at
+    or below its direction's previous stamp, counted by the test, and measures how many.
+
+    A clock that steps back by 0.1-2.4 ordered-set spacings at a random time: a step
+    shorter than the spacing (less drift and stamp noise) leaves the stamps rising. The
+    ci profile draws 29 conforming clocks and 11 that break it."""
+    table = _sets_stepping_back(config, seed, at, step)
+    bad = _stamp_violations(table)
+    verdict = _judge(table)
+    assert verdict.verdict == ("fail" if len(bad) else "pass")
+    assert verdict.measured == len(bad)
+    if len(bad):
+        assert set(verdict.evidence[0].rows) <= set(bad)
+    event(verdict.verdict)
+
+
+def _fan_out(far_ns: float, gpus: int, ppm: float, u_ns: float, seed: int) -> dict:
+    """A root complex over one switch with ``gpus`` GPUs, the last behind a link whose
+    flight takes ``far_ns`` (the others 5 ns), clocks synchronised hop by hop."""
+    names = [f"g{i}" for i in range(gpus)]
+    return {
+        "name": "fan_out",
+        "seed": seed,
+        "duration": "16us",
+        "topology": {
+            "kind": "graph",
+            "nodes": [{"id": "rc", "kind": "root_complex"}, {"id": "s", "kind": "switch"}]
+            + [{"id": n, "kind": "gpu"} for n in names],
+            "edges": [{"a": "rc", "b": "s"}]
+            + [{"a": "s", "b": n} for n in names[:-1]]
+            + [{"a": "s", "b": names[-1], "link": "far"}],
+        },
+        "links": {
+            "default": {"rate": "64GT/s", "lanes": 16, "propagation": "5ns"},
+            "far": {"rate": "64GT/s", "lanes": 16, "propagation": f"{far_ns}ns"},
+        },
+        "clocks": {
+            "ppm": ppm,
+            "drift": {"kind": "none"},
+            "initial_offset": "500ns",
+            "phy_uncertainty": f"{u_ns}ns",
+            "sync_interval": "2us",
+            "fence_interval": "2us",
+        },
+    }
+
+
+@given(
+    far_ns=st.floats(5, 300),
+    gpus=st.integers(2, 3),
+    ppm=st.floats(0, 100),
+    u_ns=st.floats(0, 5),
+    seed=st.integers(0, 2**16),
+)
+def test_skew_budget_verdict_matches_the_spread_the_test_works_out(
+    far_ns: float, gpus: int, ppm: float, u_ns: float, seed: int
+) -> None:
+    """fabric.skew_budget: the verdict is the worst fence's skew (the spread of its local
+    arrival times over every GPU plus its largest residual clock offset, worked out here
+    from the fences table) against 85 + (n - 1)·12.5 + 42 ns, written out here from SPEC.
+
+    One GPU's link flies 5-300 ns where the others' fly 5: the fence reaches it that much
+    later, about half the time more than the 139.5 / 152 ns budget of 2 / 3 GPUs. The ci
+    profile draws 22 conforming fabrics and 18 over the budget."""
+    tables = _clock_run(scenario_from_data(_fan_out(far_ns, gpus, ppm, u_ns, seed)))
+    fences = tables["fences"]
+    per_fence = fences.groupby("fence")
+    skew = (
+        per_fence["t_arrive_local_ns"].max()
+        - per_fence["t_arrive_local_ns"].min()
+        + per_fence["residual_ns"].agg(lambda r: r.abs().max())
+    )[per_fence.size() == gpus]
+    budget = 85.0 + (gpus - 1) * 12.5 + 42.0
+    nodes = pd.DataFrame({"kind": ["root_complex", "switch"] + ["gpu"] * gpus})
+    verdict = JUDGES["fabric.skew_budget"](RunContext(tables={"fences": fences, "nodes": nodes}))
+    assert verdict.limit == budget
+    assert verdict.measured == pytest.approx(skew.max(), abs=1e-9)
+    assert verdict.verdict == ("fail" if (skew > budget).any() else "pass")
+    event(verdict.verdict)

@@ -1,15 +1,26 @@
-"""Hypothesis checks of the PRBS generator and checker behind clause `phy.training_sequence`."""
+"""Hypothesis checks of the PRBS generator, checker and framer behind `phy.training_sequence`.
+
+The last property judges whole training streams: transmitters send framed sets of a drawn
+PRBS order and sequence length, a few symbols are decided wrong, and the receivers'
+framer and checker report what they saw. Under the ``ci`` profile 20 of its 40 draws send
+the spec's 512-symbol PRBS31 and 20 do not (another order, another length, or both).
+"""
 
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
+import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
+from sitssim.phy.framing import set_symbols
 from sitssim.phy.prbs import PrbsChecker, prbs, prbs31
+from sitssim.phy.sequence_check import check_decisions
+from sitssim.phy.training_source import PrbsTrainingSource
+from sitssim.spec.registry import JUDGES, RunContext
 
 ORDERS = st.sampled_from([7, 15, 23, 31])
 
@@ -142,3 +153,57 @@ def test_run_length_check_rejects_non_m_sequences(rng_seed: int, corruption: str
     else:
         bits = prbs(7, BLOCK_BITS, seed=int(rng.integers(1, 1 << 7)))
     assert run_length_p_value(bits) < REJECT_P
+
+
+@st.composite
+def training_devices(draw: st.DrawFn) -> tuple[int, int]:
+    """(PRBS order, sequence symbols): the spec's in about half the draws; otherwise
+    another order, another length (a multiple of 16) or both."""
+    if draw(st.booleans(), label="conforming"):
+        return 31, 512
+    lengths = st.integers(1, 64).map(lambda k: 16 * k).filter(lambda n: n != 512)
+    which = draw(st.sampled_from(["order", "length", "both"]))
+    order = draw(st.sampled_from([7, 15, 23])) if which != "length" else 31
+    sequence = draw(lengths) if which != "order" else 512
+    return order, sequence
+
+
+@given(device=training_devices(), errors=st.integers(0, 2), seed=st.integers(0, 2**32 - 1))
+def test_the_training_sequence_verdict_is_what_was_sent_as_the_receivers_saw_it(
+    device: tuple[int, int], errors: int, seed: int
+) -> None:
+    """phy.training_sequence: pass exactly when the transmitters sent 512-symbol PRBS31.
+
+    Two transmitters send twelve framed sets each from their own phases; up to two symbols
+    per row are decided one level off (a marker hit by one is missed). The verdict is
+    judged from the framer's and checker's records alone and compared with what was sent.
+    """
+    order, sequence = device
+    rng = np.random.default_rng(seed)
+    n = 12 * set_symbols(sequence)
+    levels = PrbsTrainingSource(order, rng, 2, sequence)((2, n))
+    decided = ((levels + 3) / 2).astype(np.uint8)
+    for row in decided:
+        at = rng.choice(n, errors, replace=False)
+        row[at] = np.where(row[at] < 3, row[at] + 1, 2)
+    checks = check_decisions(decided)
+    table = pd.DataFrame(
+        {
+            "check_id": [0, 1],
+            "link": "a-b",
+            "direction": ["a>b", "b>a"],
+            "round": 1,
+            "framed": [c.framed for c in checks],
+            "sets": [c.sets for c in checks],
+            "symbols_per_set": [c.symbols_per_set for c in checks],
+            "locked": [c.locked for c in checks],
+            "locks": [c.locks for c in checks],
+            "bits_checked": [c.bits_checked for c in checks],
+            "errors": [c.errors for c in checks],
+            "detected_order": [c.detected_order for c in checks],
+        }
+    )
+    verdict = JUDGES["phy.training_sequence"](RunContext(tables={"training_sets": table}))
+    assert [c.symbols_per_set for c in checks] == [sequence, sequence]
+    assert [c.detected_order for c in checks] == [order, order]
+    assert (verdict.verdict == "pass") == ((order, sequence) == (31, 512)), verdict.detail

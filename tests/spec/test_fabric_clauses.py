@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 from sitssim.scenario import load_scenario, scenario_from_data
 from sitssim.simulation import RunResult, simulate
 from sitssim.spec.registry import Verdict
+from sitssim.spec.verdict import Part
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 FAT_TREE = SCENARIOS / "fat_tree_8gpu.yaml"
@@ -92,7 +93,6 @@ def test_hop_limit_passes_on_the_fat_tree(shipped_fat_tree: RunResult) -> None:
     verdict = _verdict(shipped_fat_tree, "fabric.hop_limit")
     messages = shipped_fat_tree.tables["messages"]
     assert verdict.verdict == "pass"
-    assert verdict.basis == "measured"
     assert verdict.measured == messages["hops"].max()
     assert verdict.measured <= verdict.limit
     evidence = _rows(messages, "msg_id", verdict, "messages")
@@ -124,22 +124,80 @@ def test_hop_limit_is_not_applicable_without_traffic() -> None:
 # --- fabric.topology_limits ----------------------------------------------------
 
 
+def _part(verdict: Verdict, name: str) -> Part:
+    (found,) = [p for p in verdict.parts if p.name == name]
+    return found
+
+
+def _working_gpus(result: RunResult) -> set[str]:
+    """GPUs at an end of a link that entered L0 and at an end of a delivered message,
+    worked out here from the PHY's and the transport's tables."""
+    states, links = result.tables["link_states"], result.tables["phy_links"]
+    up = links.merge(states[states["state"] == "L0"][["link"]].drop_duplicates(), on="link")
+    trained = set(up["upstream"]) | set(up["downstream"])
+    messages = result.tables["messages"].dropna(subset=["t_deliver_ns"])
+    return trained & (set(messages["src"]) | set(messages["dst"])) & set(result.fabric.gpus)
+
+
 def test_topology_limits_pass_for_the_shipped_fat_tree(shipped_fat_tree: RunResult) -> None:
+    """The GPU count the verdict leads with is the GPUs seen training and carrying traffic;
+    the configured count and the arbitration stand beside it, each labelled configured."""
     verdict = _verdict(shipped_fat_tree, "fabric.topology_limits")
     assert verdict.verdict == "pass"
-    assert verdict.basis == "configured"
-    assert verdict.measured == len(shipped_fat_tree.fabric.gpus)
+    seen = _part(verdict, "gpus_seen")
+    assert seen.basis == "measured"
+    assert seen.measured == len(_working_gpus(shipped_fat_tree)) == 8
+    assert (verdict.measured, verdict.basis) == (seen.measured, "measured")
+    assert _part(verdict, "gpus_configured").measured == len(shipped_fat_tree.fabric.gpus)
+    arbitration = _part(verdict, "arbitration")
+    assert (arbitration.measured, arbitration.basis) == (40.0, "configured")
+    assert "configured, not measured" in verdict.detail
+
+
+def test_an_idle_gpu_is_counted_as_configured_not_as_seen() -> None:
+    """A GPU that carries nothing is not seen, yet still belongs to the fabric: the
+    measured count drops while the configured count, and the verdict, do not."""
+    data = _data(FAT_TREE)
+    data["topology"].update(gpus=12, spines=1)
+    data["duration"] = "3us"
+    # Clock sync would reach every GPU: only the workload's traffic here.
+    del data["clocks"]
+    gpus = [f"gpu{i}" for i in range(12)]
+    data["workloads"] = [
+        {
+            "kind": "synthetic",
+            "pattern": "uniform_random",
+            "message_bytes": "1KiB",
+            "load": 0.3,
+            "sources": gpus[:6],
+            "destinations": gpus[:6],
+        }
+    ]
+    result = simulate(scenario_from_data(data))
+    verdict = _verdict(result, "fabric.topology_limits")
+    seen, configured = _part(verdict, "gpus_seen"), _part(verdict, "gpus_configured")
+    assert seen.measured == len(_working_gpus(result)) == 6
+    assert seen.verdict == "pass"
+    assert (configured.measured, configured.verdict) == (12, "fail")
+    assert verdict.verdict == "fail"
+    assert (verdict.measured, verdict.basis) == (12, "configured")
+    assert "6 configured GPU(s) did not" in verdict.detail
 
 
 def test_twelve_gpus_in_a_fat_tree_fail() -> None:
     data = _data(FAT_TREE)
     data["topology"].update(gpus=12, spines=1)
+    del data["clocks"]
     result = _structure_only(data)
     verdict = _verdict(result, "fabric.topology_limits")
     nodes = result.tables["nodes"]
     assert verdict.verdict == "fail"
-    assert verdict.measured == 12
+    assert result.tables["messages"].empty
+    # No traffic: nothing was seen carrying any, and the count is the configured one only.
+    assert [p.name for p in verdict.parts] == ["gpus_configured", "arbitration"]
+    assert (verdict.measured, verdict.basis) == (12, "configured")
     assert verdict.measured > verdict.limit
+    assert "configured one only" in verdict.detail
     assert set(_rows(nodes, "node_id", verdict, "nodes")["kind"]) == {"gpu"}
 
 
@@ -151,6 +209,7 @@ def test_direct_rc_gpu_count(gpus: int, expected: str) -> None:
     verdict = _verdict(result, "fabric.topology_limits")
     assert verdict.verdict == expected
     assert verdict.measured == gpus
+    assert verdict.limit == 4
 
 
 @pytest.mark.parametrize(
@@ -165,12 +224,33 @@ def test_switch_arbitration_per_level(arbitration: Any, slow_levels: set[int]) -
         assert verdict.verdict == "pass"
         return
     assert verdict.verdict == "fail"
-    assert verdict.op == ">="
+    assert (verdict.op, verdict.basis) == (">=", "configured")
     assert verdict.measured == 30.0
     assert verdict.measured < verdict.limit
     flagged = _rows(result.tables["nodes"], "node_id", verdict, "nodes")
     assert set(flagged["kind"]) == {"switch"}
     assert set(flagged["level"]) == slow_levels
+
+
+@pytest.mark.parametrize(
+    ("scenario", "failing"),
+    [
+        ("topology_switched_12gpu.yaml", {"gpus_seen": 12, "gpus_configured": 12}),
+        ("topology_direct_rc_5gpu.yaml", {"gpus_seen": 5, "gpus_configured": 5}),
+        ("topology_slow_arbitration.yaml", {"arbitration": 30.0}),
+    ],
+)
+def test_topology_witnesses_fail_their_parts_and_nothing_else(
+    scenario: str, failing: dict[str, float]
+) -> None:
+    """The three misconfiguration witnesses load, run and fail fabric.topology_limits on
+    the parts their headers name, the GPU counts seen agreeing with the run's tables, and
+    fail no other clause."""
+    result = simulate(load_scenario(SCENARIOS / "violations" / scenario))
+    verdict = _verdict(result, "fabric.topology_limits")
+    assert {p.name: p.measured for p in verdict.parts if p.verdict == "fail"} == failing
+    assert _part(verdict, "gpus_seen").measured == len(_working_gpus(result))
+    assert [v.id for v in result.failed] == ["fabric.topology_limits"]
 
 
 # --- fabric.tso_window ---------------------------------------------------------
@@ -185,7 +265,6 @@ def _farthest_p99(result: RunResult) -> float:
 def test_tso_window_passes_on_the_shipped_fat_tree(shipped_fat_tree: RunResult) -> None:
     verdict = _verdict(shipped_fat_tree, "fabric.tso_window")
     assert verdict.verdict == "pass"
-    assert verdict.basis == "measured"
     assert verdict.measured == shipped_fat_tree.scenario.root_complex.tso_window
     assert verdict.limit == pytest.approx(2 * _farthest_p99(shipped_fat_tree) + 150.0)
 
@@ -211,8 +290,15 @@ def test_tso_failure_is_emergent_from_load(tso_loaded: RunResult, tso_light: Run
     assert light["workloads"][index]["load"] < loaded["workloads"][index]["load"]
     light["workloads"][index]["load"] = loaded["workloads"][index]["load"]
     assert light == loaded
-    # Load stretches the farthest GPU's round trip past what the window covers.
+    # Load stretches the farthest GPU's round trip past what the window covers: the limit
+    # is the run's (basis measured), the window the same configured value in both.
     assert _farthest_p99(tso_light) < _farthest_p99(tso_loaded)
+    light_verdict, loaded_verdict = (
+        _verdict(r, "fabric.tso_window") for r in (tso_light, tso_loaded)
+    )
+    assert light_verdict.measured == loaded_verdict.measured
+    assert light_verdict.limit < loaded_verdict.limit
+    assert light_verdict.basis == loaded_verdict.basis == "measured"
 
 
 def test_tso_window_is_not_applicable_without_probes() -> None:

@@ -29,7 +29,7 @@ def test_a_nominal_fabric_passes_every_l1_clause(nominal: dict) -> None:
             assert verdict.verdict == "n/a" and "training cycle" in verdict.detail
         else:
             assert verdict.verdict == "pass", (clause_id, verdict.detail)
-            assert verdict.basis == "measured" and verdict.evidence[0].rows
+            assert verdict.evidence[0].rows
 
 
 @pytest.mark.parametrize(
@@ -42,11 +42,94 @@ def test_a_link_not_at_32_gbd_pam4_fails_the_symbol_rate(link: dict, measured: f
     assert "gpu0-s0" in verdict.detail
 
 
+def _timing(symbols: list[int], bits_per_symbol: list[int]) -> RunContext:
+    """Receivers' counts in 4096 ns gates, on links configured for 64 GT/s PAM4."""
+    n = len(symbols)
+    timing = pd.DataFrame(
+        {
+            "timing_id": range(n),
+            "link": [f"l{i}" for i in range(n)],
+            "direction": "a>b",
+            "t_start_ns": 2000.0,
+            "t_end_ns": 6096.0,
+            "gate_ns": 4096.0,
+            "symbols": symbols,
+            "bits_per_symbol": bits_per_symbol,
+            "lanes": 16,
+        }
+    )
+    links = pd.DataFrame({"link": timing["link"], "rate_gts": 64.0})
+    return RunContext(tables={"symbol_timing": timing, "phy_links": links})
+
+
+@pytest.mark.parametrize(
+    ("symbols", "bits", "verdict", "measured", "basis"),
+    [
+        ([131_072, 131_072], [2, 2], "pass", 32.0, "measured"),
+        # Half as many symbols in the gate: whatever the link was configured to.
+        ([131_072, 65_536], [2, 2], "fail", 16.0, "measured"),
+        # 299 ppm fast is within the transmitter UI tolerance, 320 ppm is not.
+        ([131_072, 131_111], [2, 2], "pass", 131_111 / 4096, "measured"),
+        ([131_072, 131_114], [2, 2], "fail", 131_114 / 4096, "measured"),
+        # Counted right, but the link is configured NRZ: that failure rests on no count.
+        ([131_072, 131_072], [2, 1], "fail", 32.0, "configured"),
+    ],
+)
+def test_the_symbol_rate_is_judged_on_the_receivers_count(
+    symbols: list[int], bits: list[int], verdict: str, measured: float, basis: str
+) -> None:
+    judged = JUDGES["phy.symbol_rate"](_timing(symbols, bits))
+    assert (judged.verdict, judged.basis) == (verdict, basis)
+    assert judged.measured == pytest.approx(measured)
+    if verdict == "fail":
+        assert list(judged.evidence[0].rows) == [1] and "l1 a>b" in judged.detail
+
+
+def _sets(**columns: list) -> RunContext:
+    n = len(next(iter(columns.values())))
+    base = {
+        "check_id": range(n),
+        "link": [f"l{i}" for i in range(n)],
+        "direction": "a>b",
+        "round": 1,
+        "t_ns": 0.0,
+        "framed": True,
+        "sets": 7,
+        "symbols_per_set": 512,
+        "checker_order": 31,
+        "locked": True,
+        "locks": 1,
+        "bits_checked": 8000,
+        "errors": 0,
+        "detected_order": 31,
+    }
+    return RunContext(tables={"training_sets": pd.DataFrame({**base, **columns})})
+
+
+@pytest.mark.parametrize(
+    ("columns", "named"),
+    [
+        ({"symbols_per_set": [512, 256]}, "256-symbol sets observed"),
+        ({"framed": [True, False], "symbols_per_set": [512, 0]}, "no set boundaries"),
+        ({"detected_order": [31, 15], "locked": [True, False]}, "PRBS15 received"),
+        ({"locks": [1, 2]}, "lost lock (2 locks)"),
+    ],
+)
+def test_the_training_sequence_is_judged_on_what_the_receiver_observed(
+    columns: dict, named: str
+) -> None:
+    judged = JUDGES["phy.training_sequence"](_sets(**columns))
+    assert (judged.verdict, judged.measured) == ("fail", 1.0)
+    assert named in judged.detail and "l1 a>b" in judged.detail and "l0" not in judged.detail
+    assert list(judged.evidence[0].rows) == [1]
+    assert JUDGES["phy.training_sequence"](_sets(sets=[7, 8])).verdict == "pass"
+
+
 @pytest.mark.parametrize(
     ("fault", "named"),
     [
         ({"kind": "training_prbs", "order": 15}, "PRBS15 received"),
-        ({"kind": "training_symbols", "symbols": 256}, "256-symbol sets"),
+        ({"kind": "training_symbols", "symbols": 256}, "256-symbol sets observed"),
     ],
 )
 def test_a_device_training_with_the_wrong_sequence_is_caught(fault: dict, named: str) -> None:

@@ -14,12 +14,17 @@ from idle_fabrics import idle_transport
 
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.nvls import nvls_plan
+from sitssim.ccl.search import ring_search
+from sitssim.ccl.tuning import NCCL_2_20
 from sitssim.ccl.write_packets import SM_WRITES
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
 from sitssim.workloads.ccl_nvls import CclNvls, nvls_messages, nvls_pieces, weighted_round_robin
 from sitssim.workloads.ccl_ring import CclCall
 from sitssim.workloads.collectives import CollectiveHandle
+
+H100_RINGS = ring_search(18, "hopper")
+"""What NCCL's search finds on an H100's 18 NVLinks (12 channels at 30 GB/s)."""
 
 MIB = 1 << 20
 PLANES = ["nvs0", "nvs1", "nvs2", "nvs3"]
@@ -51,7 +56,9 @@ def run(
     channels: int = 16,
 ) -> tuple[Fabric, Transport, CollectiveHandle]:
     fabric, transport = idle(gpus)
-    costs = costs or nccl_endpoint_costs("nvls", "simple", "hopper", 24)
+    costs = costs or nccl_endpoint_costs(
+        NCCL_2_20, "nvls", "simple", "all_reduce", H100_RINGS, "hopper", channels
+    )
     call = CclCall("nvls", "simple", channels, costs)
     handle = CclNvls(
         transport,
@@ -155,3 +162,54 @@ def test_the_counted_messages_are_those_of_the_pieces_listed(
     plan = nvls_plan(size, heads, channels)
     listed = len(nvls_pieces(plan, cap, SM_WRITES)) * (2 * heads + 2)
     assert nvls_messages(plan, cap, SM_WRITES) == listed
+
+
+class _Traced(CclNvls):
+    """An NVLS run that notes when each lane's chunk is pulled and fenced."""
+
+    def start(self, hold: bool = False) -> CollectiveHandle:
+        self.pulled: dict[tuple[int, int], float] = {}
+        self.fenced: dict[tuple[int, int], float] = {}
+        return super().start(hold)
+
+    def _pull(self, ch: int, k: int) -> None:
+        self.pulled[(ch, k)] = self.env.now
+        super()._pull(ch, k)
+
+    def _fenced(self, ch: int, k: int) -> None:
+        self.fenced[(ch, k)] = self.env.now
+        super()._fenced(ch, k)
+
+
+def test_a_lane_pulls_its_next_chunk_only_once_the_last_ones_stores_have_landed() -> None:
+    # 3 GPUs on one channel: 96 KiB is two loops of three 16 KiB chunks, one lane per head.
+    fabric, transport = idle(3)
+    costs = EndpointCosts(kernel_ns=1000.0, step_ns=500.0, block_bytes_per_ns=math.inf)
+    run = _Traced(
+        transport,
+        fabric.gpus,
+        96 * 1024,
+        CclCall("nvls", "simple", 1, costs),
+        PLANES,
+        LINKS,
+        math.inf,
+        0,
+        0,
+        None,
+        256 * 1024,
+    )
+    h = run.start()
+    transport.run()
+    assert h.result_complete()
+    heads = 3
+    assert sorted(run.pulled) == [(0, k) for k in range(2 * heads)]
+    for head in range(heads):
+        first, second = (0, head), (0, heads + head)
+        # The first chunk waits for every GPU's post (at the kernel's end) and a handshake.
+        assert run.pulled[first] == pytest.approx(1000.0 + 500.0)
+        assert run.fenced[first] <= run.pulled[second]
+        assert run.pulled[second] == pytest.approx(run.fenced[first])
+    # The lanes run side by side: every head pulls its first chunk at once.
+    assert len({run.pulled[(0, head)] for head in range(heads)}) == 1
+    # A GPU is done a handshake after it sees the last chunk's post.
+    assert h.end_ns == pytest.approx(max(run.fenced.values()) + 500.0)

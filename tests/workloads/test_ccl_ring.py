@@ -17,6 +17,8 @@ from idle_fabrics import idle_transport
 from sitssim.ccl.endpoint import EndpointCosts, nccl_endpoint_costs
 from sitssim.ccl.plan import ring_plan
 from sitssim.ccl.protocols import PROTOCOLS
+from sitssim.ccl.search import ring_search
+from sitssim.ccl.tuning import NCCL_2_20
 from sitssim.ccl.write_packets import SM_WRITES
 from sitssim.fabric.topology import Fabric
 from sitssim.fabric.transport import Transport
@@ -28,6 +30,9 @@ from sitssim.workloads.ccl_ring import (
     ring_messages,
 )
 from sitssim.workloads.collectives import CollectiveHandle, ring_all_reduce_lower_bound_ns
+
+H100_RINGS = ring_search(18, "hopper")
+"""What NCCL's search finds on an H100's 18 NVLinks (12 channels at 30 GB/s)."""
 
 HGX = {"kind": "nvswitch", "gpus": 8, "planes": 4, "links_per_gpu": 18}
 NVLINK = {"rate": "64GT/s", "lanes": 3}
@@ -50,7 +55,9 @@ def run(
 ) -> tuple[Fabric, Transport, CollectiveHandle]:
     fabric, transport = idle(topology)
     if costs is None:
-        costs = nccl_endpoint_costs("ring", protocol, "hopper", 24)
+        costs = nccl_endpoint_costs(
+            NCCL_2_20, "ring", protocol, operation, H100_RINGS, "hopper", channels
+        )
     call = CclCall("ring", protocol, channels, costs)
     ring = CclRing(
         transport, fabric.gpus, size, operation, call, 0, 0, None, max_message_bytes, None
@@ -69,7 +76,7 @@ def test_a_tiny_all_reduce_is_the_kernel_then_one_chunk_round_the_ring_twice() -
     # call is the kernel's fixed cost, then 2(n - 1) sends of that lane's chunk, each one
     # delivered and then acted on after a handshake (the last receive too), each of the
     # 2n - 1 steps copying the 8 bytes once.
-    costs = nccl_endpoint_costs("ring", "ll", "hopper", 24)
+    costs = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100_RINGS, "hopper", 1)
     _, transport, h = run(8, "ll", 1, costs)
     assert h.result_complete()
     assert len(h.messages) == 14
@@ -80,6 +87,19 @@ def test_a_tiny_all_reduce_is_the_kernel_then_one_chunk_round_the_ring_twice() -
     t_inject = np.sort(column(transport, "t_inject", h))
     t_deliver = np.sort(column(transport, "t_deliver", h))
     assert np.allclose(t_inject[1:] - t_deliver[:-1], costs.step_ns + costs.copy_ns(8))
+
+
+def test_simples_last_receive_waits_for_the_peers_store_and_copies_nothing() -> None:
+    # One byte on one channel is one piece on one lane: the kernel, then 2(n - 1) sends each
+    # copied, delivered and acted on after a handshake, then the last receive, which under
+    # Simple only waits (the peer stored into the output), where LL unpacks its line.
+    costs = EndpointCosts(kernel_ns=1000.0, step_ns=100.0, block_bytes_per_ns=0.001)
+    _, transport, h = run(1, "simple", 1, costs)
+    assert h.result_complete()
+    assert len(h.messages) == 14
+    flights = column(transport, "t_deliver", h) - column(transport, "t_inject", h)
+    expected = costs.kernel_ns + 14 * costs.step_ns + flights.sum() + 14 * costs.copy_ns(1)
+    assert h.duration_ns == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize(

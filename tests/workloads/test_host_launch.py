@@ -11,12 +11,19 @@ import pytest
 from pydantic import ValidationError
 
 from sitssim.ccl.endpoint import nccl_endpoint_costs
+from sitssim.ccl.search import ring_search
+from sitssim.ccl.tuning import NCCL_2_20
 from sitssim.config.collective_config import CollectiveWorkload, HostLaunch
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import simulate
 from sitssim.workloads.host_launch import enqueued_ns, issue_started_ns
 
-LL_KERNEL_NS = nccl_endpoint_costs("ring", "ll", "hopper", 24).kernel_ns
+H100_RINGS = ring_search(18, "hopper")
+"""What NCCL's search finds on an H100's 18 NVLinks (12 channels at 30 GB/s)."""
+
+LL_KERNEL_NS = nccl_endpoint_costs(
+    NCCL_2_20, "ring", "ll", "all_reduce", H100_RINGS, "hopper", 1
+).kernel_ns
 
 
 def run(gpus: int, sizes: list[str], reps: int, host: dict[str, Any] | None) -> pd.DataFrame:

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 
 from sitssim.ccl.endpoint import nccl_endpoint_costs
+from sitssim.ccl.search import ring_search
+from sitssim.ccl.tuning import NCCL_2_20
 from sitssim.config.catalog import LLAMA3_8B
 from sitssim.errors import InputError
 from sitssim.protocol.token_frames import FIELD_RANGES, NS_PER_MS
@@ -481,7 +483,9 @@ def test_decode_all_reduces_record_nccl_s_choice(runs: dict[str, Any]) -> None:
 
 
 def test_a_decode_all_reduce_costs_its_kernel_and_every_step(runs: dict[str, Any]) -> None:
-    costs = nccl_endpoint_costs("ring", "ll", "hopper", 24)
+    costs = nccl_endpoint_costs(
+        NCCL_2_20, "ring", "ll", "all_reduce", ring_search(18, "hopper"), "hopper", 1
+    )
     floor_ns = costs.kernel_ns + 2 * (8 - 1) * costs.step_ns
     for name, at_least, at_most in (("auto", floor_ns, 2 * floor_ns), ("ring", 0, floor_ns / 10)):
         colls = runs[name].tables["inference_collectives"]
