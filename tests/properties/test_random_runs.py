@@ -106,8 +106,8 @@ def test_the_draws_cover_every_kind() -> None:
     off 15; flit errors 18, clean 22; clocks 12; VC quota tables 19; CDC 2; ECMP 1;
     PHY nominal 27, noisy with BER retraining 2, lossy 6, no EQ phase 3 3, SNR step 2;
     workloads synthetic 15, probes 16, collectives 15, transactions 9, tenants' requests
-    13, crossbar bench 5. 36,991 messages, 149 credited channels, 3,300 LTSSM
-    transitions; 7 runs stopped by the watchdog with messages in flight, 16 filled a
+    13, crossbar bench 5. 36,979 messages, 149 credited channels, 3,298 LTSSM
+    transitions; 7 runs stopped by the watchdog with messages in flight, 15 filled a
     credited buffer exactly and 1 a switch's input buffer.
     """
     print("\nrandom runs:", dict(RUNS))
