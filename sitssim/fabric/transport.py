@@ -100,6 +100,10 @@ class Transport(Carrier):
     """
 
     fidelity = "packet"
+    port_class = staticmethod(port_class)
+    """Each channel's port class (the module function): looked up on the transport, once per
+    port when the fabric is built, so that a subclass can compose onto every port (a test's
+    instrument that watches a run) at no cost to a run that does not."""
 
     def __init__(
         self,
@@ -192,7 +196,7 @@ class Transport(Carrier):
             if toward:
                 extra["dst"] = self.dst
                 extra["head_bytes"] = far.cut_through_bytes
-            cls = port_class(flit is not None, credit is not None, toward, away, ch.src in fed)
+            cls = self.port_class(flit is not None, credit is not None, toward, away, ch.src in fed)
             self.ports.append(
                 cls(
                     ch.id,

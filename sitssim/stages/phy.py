@@ -201,7 +201,7 @@ class PhyStage:
         spans = _down_spans(trace) + [(e.start_ns, e.back_ns) for e in episodes]
         for start, end in spans:
             if start <= t < end:
-                return self._traffic_time(end, t)
+                return self._traffic_time(end, t_traffic_ns)
         rounds_before = episodes[-1].walk.rounds if episodes else trace.rounds
         walk = recovery_episode(
             trace.link, t, self.seed, self.channel_at, rounds_before, REPLAY_ROLLOVER
@@ -213,12 +213,15 @@ class PhyStage:
         else:
             until, back = ahead, ahead_end
         episodes.append(RecoveryEpisode(walk=walk, start_ns=t, until_ns=until, back_ns=back))
-        return self._traffic_time(back, t)
+        return self._traffic_time(back, t_traffic_ns)
 
-    def _traffic_time(self, back_phy: float, t_phy: float) -> float:
-        if math.isfinite(back_phy):
-            return back_phy - self.traffic_start_ns
-        return max(t_phy, self.end_ns) - self.traffic_start_ns
+    def _traffic_time(self, back_phy: float, t_traffic_ns: float) -> float:
+        """``back_phy`` (inf: the end of traffic) on the traffic clock, never before the
+        request at ``t_traffic_ns``: the request's time on the PHY clock, whose values are
+        larger, is rounded, and a back time computed from it can come out half an ulp
+        before the request."""
+        back = back_phy if math.isfinite(back_phy) else self.end_ns
+        return max(back - self.traffic_start_ns, t_traffic_ns)
 
     def _view(self, trace: LinkTrace) -> LinkTrace:
         """``trace`` with its link's Recovery episodes in place, rounds numbered in time order."""

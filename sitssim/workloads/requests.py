@@ -363,8 +363,12 @@ def transaction_metrics(
 
 
 def transaction_probe_rows(transactions: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
-    """Completed reads as ``probes`` rows: the requester's round trip, from ready to release."""
-    reads = transactions[transactions["class"] == FcClass.NP.value]
+    """Issued reads as ``probes`` rows: the requester's round trip, from ready to release
+    (NaN for a read not completed). A read a stopped run never issued (a watchdog ended it
+    first) sent no request, so it has no row."""
+    reads = transactions[
+        (transactions["class"] == FcClass.NP.value) & (transactions["request_msg"] >= 0)
+    ]
     requests = messages.set_index("msg_id").loc[reads["request_msg"].to_numpy()]
     return pd.DataFrame(
         {
