@@ -147,9 +147,12 @@ def test_switch_vc_quota_round_robin_gives_every_tenant_a_vc_and_meets_the_budge
 ) -> None:
     names = list(range(tenants))
     k = data.draw(st.none() | st.integers(1, vcs))
-    quota = QuotaTable(round_robin_table(names, vcs, slots, vcs_per_tenant=k))
+    table = round_robin_table(names, vcs, slots, vcs_per_tenant=k)
+    quota = QuotaTable(table)
     per_tenant = k if k is not None else max(1, vcs // tenants)
-    mapping = quota.tenant_vcs()
+    # The mapping rule, from the table: a tenant uses the VCs where it has a slot.
+    mapping = {t: tuple(vc for vc, n in enumerate(row) if n) for t, row in table.items()}
+    assert quota.tenant_vcs() == mapping
     assert all(len(mapping[t]) == per_tenant for t in names)
     pairs = tenants * per_tenant
     assert quota.facts().slot_sum == max(slots, pairs)
