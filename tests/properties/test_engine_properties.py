@@ -173,11 +173,13 @@ def test_gaussian_activations_in_the_configured_range_never_overflow(
 def test_heavy_tailed_activations_produce_counted_overflow(nu, headroom, log2_scale, seed):
     """`engine.fp8_overflow` failure witness: Student-t outputs with small ν and a std that
     puts k·σ just inside E4M3's range look safe to the std-based rule, get E4M3, and
-    exceed 448; the overflow is counted before saturation."""
+    exceed 448; the overflow is counted before saturation. A layer's sample σ may come out
+    large enough for E5M2 instead: over 1000 draws at each corner of the range a layer was
+    fooled at least 87 % of the time, so one of 12 layers is but for about 2e-11."""
     policy = Fp8Policy(k_sigma=6.0, scale=2.0**log2_scale)
     std = headroom * SPEC_MAX["E4M3"] * policy.scale / policy.k_sigma
     layers = synthesise_activations(
-        [ActivationSpec(std, nu=nu)] * 4, 4096, np.random.default_rng(seed)
+        [ActivationSpec(std, nu=nu)] * 12, 4096, np.random.default_rng(seed)
     )
     records = quantise_layers(layers, policy)
     fooled = [r for r in records if r.format == "E4M3" and r.overflows > 0]

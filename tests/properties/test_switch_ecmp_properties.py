@@ -4,13 +4,19 @@
   port trained to fewer lanes or a lower rate never weighs more.
 * Weighted ECMP: for arbitrary weights (2 to 8 members, weights 1 to 100) and many flows
   (distinct hashed fields), members' shares of the flows pass a chi-square goodness of fit
-  to weight / sum of weights at alpha = 1e-6. The same test is the clause's failing side:
-  a faulty device hashing uniformly over the same members is rejected by it whenever the
-  weights differ by a factor of two or more, and in most cases with unequal weights.
+  to weight / sum of weights (not rejected at 1e-9). The same test is the clause's failing
+  side: a faulty device hashing uniformly over the same members is rejected by it at 1e-6
+  whenever the weights differ by a factor of two or more, and in most cases with unequal
+  weights.
 * Hash polarisation: two consecutive stages with equal seeds choose dependently (the
   flows fall into at most n1 + n2 - 1 of the n1 x n2 pairs of choices, and into the
-  diagonal when the groups are alike); with different seeds the choices pass a
-  chi-square test of independence.
+  diagonal when the groups are alike, and independence is rejected at 1e-6); with
+  different seeds the choices pass a chi-square test of independence (not rejected at
+  1e-9).
+
+A test that a conforming hash must pass rejects only at 1e-9: each example is a fresh
+draw, and at 1e-6 the nightly profile's thousands of examples would see a false alarm
+every few hundred runs (one did: p = 8e-7 for two independent stages).
 * The clause's judge, on ``ecmp`` tables built from generated groups whose members a
   conforming or a faulty device weighed and hashed over: its verdict, measure and
   evidence against the formula and Pearson's chi-square computed here
@@ -41,6 +47,7 @@ from sitssim.switch.ecmp_tables import EcmpGroup, ecmp_table
 
 CLAUSE = "switch.ecmp_weight"
 ALPHA = 1e-6
+FALSE_ALARM = 1e-9
 FLOWS = 10_000
 # Distinct (src, dst, tenant) fields, one triple per flow.
 KEYS = [flow_key((i % 64, i // 64 % 64, i // 4096)) for i in range(FLOWS)]
@@ -87,7 +94,7 @@ def test_weighted_shares_converge_and_a_uniform_hash_is_rejected() -> None:
     @given(weights=st.lists(st.integers(1, 100), min_size=2, max_size=8), seed=SEEDS)
     def case(weights: list[int], seed: int) -> None:
         weighted = shares(seed, tuple(accumulate(weights)))
-        assert goodness_of_fit_p(weighted, weights) > ALPHA
+        assert goodness_of_fit_p(weighted, weights) > FALSE_ALARM
         if len(set(weights)) > 1:
             faulty = shares(seed, tuple(range(1, len(weights) + 1)))
             rejected = goodness_of_fit_p(faulty, weights) < ALPHA
@@ -125,7 +132,7 @@ def test_equal_stage_seeds_polarise_and_different_seeds_do_not(
     if other != seed:
         independent = table(other)
         assert np.count_nonzero(independent) == n1 * n2
-        assert chi2_contingency(independent).pvalue > ALPHA
+        assert chi2_contingency(independent).pvalue > FALSE_ALARM
 
 
 # The clause's limits, restated: no implicit weight off the formula, and no group's split
@@ -236,8 +243,9 @@ def test_switch_ecmp_weight_judge_follows_the_formula_and_the_split(
     )
     rejected = {g for g, p in p_values.items() if p < SPEC_ALPHA}
     if not faulty:
-        # A conforming device weighs by the formula; a rejection would be a 1e-6 accident.
-        assert wrong == [] and rejected == set()
+        # A conforming device weighs by the formula, and its split is never far off: the
+        # clause rejects at 1e-6, once in a million groups by chance, so look at 1e-9.
+        assert wrong == [] and all(p > FALSE_ALARM for p in p_values.values())
     failing = bool(wrong or rejected)
     devices = ", ".join(sorted(set(faults.values()))) or "conforming devices"
     event(f"{'fail' if failing else 'pass'}: {devices}")
