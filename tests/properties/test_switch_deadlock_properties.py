@@ -17,7 +17,14 @@
 - The clause, on whole runs of small NVSwitch fabrics with request-and-completion traffic
   of one to nine tenants: it fails exactly when the run stalled, as the transport's
   ``messages`` table shows it (messages never delivered), and a tenant whose requests and
-  completions have VCs of their own never stalls.
+  completions have VCs of their own never stalls. Of the ci profile's 6 runs with shared
+  VCs 5 stall and fail, 1 passes; its 6 runs with separate VCs pass. The detector's
+  graphs come out 118 acyclic and 110 cyclic.
+
+Counted running this file alone under the ci profile. Hypothesis seeds a derandomised
+test from its source (docstring included) and draws some values from the literals of the
+sitssim modules loaded so far, so another commit or run order draws other examples, in
+about these proportions.
 """
 
 from __future__ import annotations
@@ -274,9 +281,7 @@ def test_switch_vc_tenants_fails_exactly_when_the_run_stalls(vcs: str, data: st.
     """switch.vc_tenants: the verdict fails, measured 1 deadlock, exactly when some message
     was never delivered (the transport's record, not the deadlock stage's); the stall it
     reports came after the last delivery, within one to two ACK timeouts, with every
-    undelivered message outstanding. Tenants with a VC per class never stall. Of the ci
-    profile's 12 runs, the 6 ``shared`` ones fail 4 times and pass twice, the 6
-    ``separate`` ones pass."""
+    undelivered message outstanding. Tenants with a VC per class never stall."""
     drawn = data.draw(tenant_fabrics(vcs))
 
     def edit(scenario: dict) -> None:
