@@ -304,21 +304,29 @@ CONFORMANCE: tuple[Conformance, ...] = (
         "measured",
         ("emergent", "mutation"),
         (DECODE,),
-        ("test_token_properties.py",),
+        ("test_token_codec_machine.py", "test_token_properties.py"),
     ),
     Conformance(
         "token.passthrough",
         "measured",
         ("faulty device",),
         (DECODE,),
-        ("test_inference_properties.py", "test_token_properties.py"),
+        (
+            "test_inference_properties.py",
+            "test_token_codec_machine.py",
+            "test_token_properties.py",
+        ),
     ),
     Conformance(
         "token.emit_window",
         "measured",
         ("faulty device",),
         (DECODE,),
-        ("test_inference_properties.py", "test_token_properties.py"),
+        (
+            "test_inference_properties.py",
+            "test_token_codec_machine.py",
+            "test_token_properties.py",
+        ),
     ),
     Conformance(
         "token.mhf_kv_alignment",
