@@ -221,7 +221,7 @@ CONFORMANCE: tuple[Conformance, ...] = (
         "measured",
         ("faulty device",),
         ("scenarios/violations/ber_drift.yaml",),
-        ("test_phy_training_properties.py",),
+        ("test_phy_ltssm_properties.py", "test_phy_training_properties.py"),
     ),
     Conformance(
         "phy.reset_to_l0",
