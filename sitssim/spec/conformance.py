@@ -239,7 +239,7 @@ CONFORMANCE: tuple[Conformance, ...] = (
         "both",
         ("emergent",),
         (FAT_TREE,),
-        ("test_link_cdc_properties.py",),
+        ("test_link_cdc_machine.py", "test_link_cdc_properties.py"),
     ),
     Conformance(
         "link.cdc_sync_latency",
