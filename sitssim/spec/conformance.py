@@ -221,7 +221,7 @@ CONFORMANCE: tuple[Conformance, ...] = (
         "measured",
         ("faulty device",),
         ("scenarios/violations/ber_drift.yaml",),
-        ("test_phy_training_properties.py",),
+        ("test_phy_ltssm_properties.py", "test_phy_training_properties.py"),
     ),
     Conformance(
         "phy.reset_to_l0",
@@ -239,7 +239,7 @@ CONFORMANCE: tuple[Conformance, ...] = (
         "both",
         ("emergent",),
         (FAT_TREE,),
-        ("test_link_cdc_properties.py",),
+        ("test_link_cdc_machine.py", "test_link_cdc_properties.py"),
     ),
     Conformance(
         "link.cdc_sync_latency",

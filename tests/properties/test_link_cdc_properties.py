@@ -1,9 +1,8 @@
 """Hypothesis properties of the CDC FIFO and its clauses (link.cdc_fifo_depth,
 link.cdc_sync_latency, link.handshake_setup).
 
-* The sans-I/O core, driven edge by edge with arbitrary traffic: Gray pointers change one
-  bit per launch, each side's synchronised view errs on the safe side, and the words it
-  holds, counted by the test from the writes and reads it made, never exceed its depth.
+* The sans-I/O core as a state machine, one rule per clock edge, against the test's own
+  account of every word: ``test_link_cdc_machine.py``.
 * The formula's depth is never below the bisected minimal safe depth, over the space of
   designs (flops, synchroniser clock, pipeline, width ratio, link rate); the worst-case
   burst overflows just below that depth and not at or above it.
@@ -27,7 +26,6 @@ import pytest
 from cdc_events import words_lost_by_count
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from sitssim.config.cdc_device import CORNERS, WORST_CORNER, flop_timing
 from sitssim.errors import Locator
@@ -35,9 +33,7 @@ from sitssim.fabric.topology import build_fabric
 from sitssim.link.cdc_fifo import (
     Burst,
     CdcDesign,
-    CdcFifo,
     formula_depth,
-    gray,
     handshake_setup_cycles,
     measure_loop,
     min_safe_depth,
@@ -60,73 +56,6 @@ designs = st.builds(
     sync_divider=st.integers(1, 5),
     pipeline=st.integers(0, 5),
 )
-
-
-def _bits(x: int) -> int:
-    return bin(int(x)).count("1")
-
-
-class FifoCore(RuleBasedStateMachine):
-    """link.cdc_fifo_depth: one FIFO, its two clocks, and whatever the link and consumer do."""
-
-    @initialize(
-        design=designs,
-        corner=st.sampled_from(list(CORNERS)),
-        depth=st.integers(4, 160),
-        phase=st.floats(0, 1, exclude_max=True),
-        offset=st.integers(0, 4),
-    )
-    def build(self, design: CdcDesign, corner: str, depth: int, phase: float, offset: int) -> None:
-        self.design = design
-        self.fifo = CdcFifo(design, flop_timing(corner), depth, np.array([offset]))
-        self.phase = phase * design.read_period_ps
-        self.n = 0
-        # Words held, counted here from each write and read the FIFO made.
-        self.held = 0
-
-    @rule(
-        edges=st.integers(1, 32),
-        offer=st.booleans(),
-        ready=st.booleans(),
-    )
-    def run(self, edges: int, offer: bool, ready: bool) -> None:
-        d, fifo = self.design, self.fifo
-        for _ in range(edges):
-            t = self.n * d.write_period_ps
-            m = np.floor((t - self.phase) / d.read_period_ps)
-            t_ref = self.phase + m * d.read_period_ps
-            if m >= 0 and t_ref > t - d.write_period_ps:
-                before = int(fifo.rptr[0])
-                fifo.ref_edge(np.array([t_ref]), np.array([True]), np.array([ready]))
-                self.held -= d.ratio * (int(fifo.rptr[0]) != before)
-                self.check_read_pointer()
-            written, _ = fifo.phy_edge(self.n, t, np.array([offer]))
-            self.held += int(written[0])
-            self.check_write_pointer()
-            self.n += 1
-
-    def check_write_pointer(self) -> None:
-        assert _bits(self.fifo.wgray[0] ^ self.fifo.wgray_before[0]) <= 1
-
-    def check_read_pointer(self) -> None:
-        assert _bits(self.fifo.rgray[0] ^ self.fifo.rgray_before[0]) <= 1
-        assert self.fifo.rgray[0] == gray(self.fifo.rptr)[0]
-
-    @invariant()
-    def never_over_capacity(self) -> None:
-        assert 0 <= self.held <= self.fifo.depth
-        assert self.fifo.occupancy()[0] == self.held
-
-    @invariant()
-    def stale_views_err_safe(self) -> None:
-        # The reader never sees words that are not there; the writer never sees free
-        # space that is not there.
-        fifo = self.fifo
-        assert fifo.read_view()[0] <= self.held <= fifo.write_view()[0]
-
-
-TestFifoCore = FifoCore.TestCase
-TestFifoCore.settings = settings(stateful_step_count=25)
 
 
 @settings(max_examples=6)
