@@ -94,7 +94,7 @@ def test_eight_gpus_behind_switches_at_35_ns_pass_on_three_parts() -> None:
     assert "8 GPUs trained (reached L0) and carried traffic in a switch-based fabric" in (
         verdict.detail
     )
-    assert "switch arbitration >= 35 ns" in verdict.detail
+    assert "; 8 GPUs configured (limit 8); switch arbitration >= 35 ns" in verdict.detail
 
 
 def test_a_ninth_gpu_that_never_worked_fails_as_configured_only() -> None:

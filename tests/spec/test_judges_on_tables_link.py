@@ -90,7 +90,7 @@ def test_fifo_depth_passes_at_the_formula_and_shows_the_tightest_link() -> None:
     ]
     assert all(isinstance(p, Part) for p in verdict.parts)
     assert shown(verdict) == [("cdc", [11], 1)]
-    assert "depth: configured 218 against the formula's (max_rtt_cycles 107 << 1) + 4" in (
+    assert "; depth: configured 218 against the formula's (max_rtt_cycles 107 << 1) + 4" in (
         verdict.detail
     )
 
