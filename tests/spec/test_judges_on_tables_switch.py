@@ -344,7 +344,8 @@ def test_one_answered_probe_makes_a_weight_measured() -> None:
     members = [_member("a", 100, 50, 0.5, probes=1), _member("a", 100, 50, 0.5, probes=1)]
     verdict = judge("switch.ecmp_weight", **_ecmp(*members))
     assert (verdict.verdict, verdict.basis) == ("pass", "measured")
-    off = [_member("a", 100, 50, 0.5, probes=1), _member("a", 99, 50, 0.5, probes=1)]
+    off = [_member("a", 100, 50, 0.5, probes=1), _member("a", 99, 50, 0.5, probes=1, speed=100 * G)]
+    assert figures(judge("switch.ecmp_weight", **_ecmp(*off)))[:2] == ("fail", 1.0)
     assert judge("switch.ecmp_weight", **_ecmp(*off)).basis == "measured"
 
 
