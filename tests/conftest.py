@@ -19,14 +19,18 @@ from hypothesis import HealthCheck, settings
 from sitssim.fabric.topology import build_fabric
 from sitssim.scenario import scenario_from_data
 
-settings.register_profile(
-    "ci",
-    deadline=None,
-    max_examples=40,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,
-)
-settings.register_profile("dev", deadline=None, max_examples=200)
+# Hypothesis profiles. No deadline in any: on a shared 2-core machine a slow example says
+# nothing about the code. ``ci``, the default and what .ci/run's HYPOTHESIS_PROFILE names:
+# derandomised, so every CI run draws the same examples, and bounded, so the suite fits its
+# budget. ``dev``: a few hundred random examples, while working on a property. ``nightly``:
+# thousands of random examples. ``pytest --hypothesis-profile NAME`` wins over the variable:
+# Hypothesis's plugin loads NAME at pytest_configure, after this file is imported. A test
+# whose examples are whole runs caps its count with ``properties.budget.examples``, which
+# scales with the profile.
+_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("ci", max_examples=40, derandomize=True, **_COMMON)
+settings.register_profile("dev", max_examples=300, print_blob=True, **_COMMON)
+settings.register_profile("nightly", max_examples=2000, print_blob=True, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ScenarioData = dict[str, Any]

@@ -145,9 +145,10 @@ class PhyCosts(_Strict):
     * ``eq_handshake`` (1 µs): each EQ phase's request/acknowledge exchange (the EC
       field of the training sets). No published figure; our assumption.
     * ``preset_hold`` (1 µs): per Tx preset tried, before the receiver evaluates it.
-      PCIe Base Spec (3.0 on), §4.2.6.4.2 Recovery.Equalization, as we read it: a port
-      that requests new Tx settings waits 500 ns plus the round trip through its
-      partner's logic before it evaluates them; the other 500 ns is that round trip.
+      PCIe Base Spec (3.0 on), §4.2.6.4.2 Recovery.Equalization, as we recall it (the
+      PCI-SIG text is not public, and no copy could be checked): a port that requests
+      new Tx settings waits 500 ns plus the round trip through its partner's logic
+      before it evaluates them; the other 500 ns is that round trip.
     * ``lms_block`` (2 µs): the receiver's adaptation engine processing one training
       set (error accumulation, tap update, eye metric), beyond the set's own symbols.
       No vendor publishes this figure; 2 µs assumes a firmware-assisted loop (about

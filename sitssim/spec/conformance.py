@@ -57,9 +57,25 @@ FAILURES: Mapping[str, Mapping[str, Failure]] = {
             "emergent", "20-22 dB channels need more LMS iterations in Level-3 EQ"
         ),
     },
+    "scenarios/violations/symbol_rate_32gt.yaml": {
+        "phy.symbol_rate": Failure(
+            "misconfiguration", "links at 32 GT/s: every receiver counts 16 GBd on its REFCLK"
+        ),
+    },
+    "scenarios/violations/training_set_256.yaml": {
+        "phy.training_sequence": Failure(
+            "faulty device",
+            "gpu1-rc0's framers lock on markers 272 symbols apart (256-symbol sets)",
+        ),
+    },
     "scenarios/violations/cdc_undersized.yaml": {
         "link.cdc_fifo_depth": Failure(
             "emergent", "a 192-word FIFO loses words to the worst-case burst"
+        ),
+    },
+    "scenarios/violations/cdc_formula_short.yaml": {
+        "link.cdc_fifo_depth": Failure(
+            "misconfiguration", "215 words lose nothing, but §3.1's formula asks 218"
         ),
     },
     "scenarios/violations/faulty_link.yaml": {
@@ -69,6 +85,11 @@ FAILURES: Mapping[str, Mapping[str, Failure]] = {
         "link.ts_injection": Failure(
             "faulty device",
             "gpu5's stamp clock steps back 10 µs, and gpu2 sends every 50th set unstamped",
+        ),
+    },
+    "scenarios/violations/cdc_three_flop.yaml": {
+        "link.cdc_sync_latency": Failure(
+            "misconfiguration", "three-flop synchronisers on a 2 GHz clock: 1.63 ns at SS/125C"
         ),
     },
     "scenarios/violations/cdc_single_flop.yaml": {
@@ -92,6 +113,21 @@ FAILURES: Mapping[str, Mapping[str, Failure]] = {
     "scenarios/reference/switch_hol.yaml": {
         "fabric.topology_limits": Failure(
             "misconfiguration", "16 GPUs behind one switch (a reference bench, not a SITS fabric)"
+        ),
+    },
+    "scenarios/violations/topology_switched_12gpu.yaml": {
+        "fabric.topology_limits": Failure(
+            "misconfiguration", "12 GPUs train and carry traffic in a switch fat tree"
+        ),
+    },
+    "scenarios/violations/topology_direct_rc_5gpu.yaml": {
+        "fabric.topology_limits": Failure(
+            "misconfiguration", "5 GPUs train and carry traffic on one root complex"
+        ),
+    },
+    "scenarios/violations/topology_slow_arbitration.yaml": {
+        "fabric.topology_limits": Failure(
+            "misconfiguration", "the spine switches arbitrate in 30 ns (configured)"
         ),
     },
     "scenarios/violations/vc_overquota.yaml": {
@@ -152,7 +188,13 @@ DECODE = "scenarios/llama3_8b_decode_hgx.yaml"
 TP8 = "scenarios/llama3_8b_tp8_nvswitch.yaml"
 
 CONFORMANCE: tuple[Conformance, ...] = (
-    Conformance("phy.symbol_rate", "measured", ("misconfiguration",), (FAT_TREE,)),
+    Conformance(
+        "phy.symbol_rate",
+        "measured",
+        ("misconfiguration",),
+        (FAT_TREE,),
+        ("test_phy_rate_properties.py",),
+    ),
     Conformance(
         "phy.training_sequence",
         "measured",
@@ -167,7 +209,13 @@ CONFORMANCE: tuple[Conformance, ...] = (
         (FAT_TREE,),
         ("test_phy_eq_properties.py", "test_phy_ltssm_properties.py"),
     ),
-    Conformance("phy.phase_alignment", "measured", ("emergent",), (FAT_TREE,)),
+    Conformance(
+        "phy.phase_alignment",
+        "measured",
+        ("emergent",),
+        (FAT_TREE,),
+        ("test_phy_cdr_properties.py",),
+    ),
     Conformance(
         "phy.retrain_trigger",
         "measured",
@@ -188,7 +236,7 @@ CONFORMANCE: tuple[Conformance, ...] = (
     ),
     Conformance(
         "link.cdc_fifo_depth",
-        "measured",
+        "both",
         ("emergent",),
         (FAT_TREE,),
         ("test_link_cdc_properties.py",),
@@ -200,7 +248,13 @@ CONFORMANCE: tuple[Conformance, ...] = (
         (FAT_TREE,),
         ("test_link_cdc_properties.py",),
     ),
-    Conformance("link.handshake_setup", "measured", ("misconfiguration",), (FAT_TREE,)),
+    Conformance(
+        "link.handshake_setup",
+        "measured",
+        ("misconfiguration",),
+        (FAT_TREE,),
+        ("test_link_cdc_properties.py",),
+    ),
     Conformance(
         "link.ts_injection",
         "measured",
@@ -219,9 +273,10 @@ CONFORMANCE: tuple[Conformance, ...] = (
     ),
     Conformance(
         "fabric.topology_limits",
-        "configured",
+        "both",
         ("misconfiguration",),
         (FAT_TREE, "scenarios/direct_rc_4gpu.yaml"),
+        ("test_fabric_properties.py",),
     ),
     Conformance(
         "switch.vc_quota",
@@ -249,21 +304,29 @@ CONFORMANCE: tuple[Conformance, ...] = (
         "measured",
         ("emergent", "mutation"),
         (DECODE,),
-        ("test_token_properties.py",),
+        ("test_token_codec_machine.py", "test_token_properties.py"),
     ),
     Conformance(
         "token.passthrough",
         "measured",
         ("faulty device",),
         (DECODE,),
-        ("test_inference_properties.py", "test_token_properties.py"),
+        (
+            "test_inference_properties.py",
+            "test_token_codec_machine.py",
+            "test_token_properties.py",
+        ),
     ),
     Conformance(
         "token.emit_window",
         "measured",
         ("faulty device",),
         (DECODE,),
-        ("test_inference_properties.py", "test_token_properties.py"),
+        (
+            "test_inference_properties.py",
+            "test_token_codec_machine.py",
+            "test_token_properties.py",
+        ),
     ),
     Conformance(
         "token.mhf_kv_alignment",

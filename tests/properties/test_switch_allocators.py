@@ -28,6 +28,7 @@ import itertools
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from properties.budget import examples
 
 from sitssim.switch.arbiter import Allocator, ISlipAllocator, RoundRobinAllocator
 
@@ -218,7 +219,7 @@ def uncontested_or_not(draw: st.DrawFn) -> tuple[Allocator, frozenset[Pair]]:
     return alloc, requests
 
 
-@settings(max_examples=300)  # about 0.02 s an example; each shape gets several dozen
+@settings(max_examples=examples(300))  # about 0.02 s an example; each shape gets several dozen
 @given(uncontested_or_not())
 def test_the_uncontested_shortcut_allocates_and_moves_pointers_as_the_rounds_do(
     scene: tuple[Allocator, frozenset[Pair]],

@@ -14,6 +14,17 @@
   nothing in flight, beside events that carry no progress), and lets it end; and always
   fires when progress stops with work outstanding, at least one and less than two windows
   after the last progress, even beside events that never stop.
+- The clause, on whole runs of small NVSwitch fabrics with request-and-completion traffic
+  of one to nine tenants: it fails exactly when the run stalled, as the transport's
+  ``messages`` table shows it (messages never delivered), and a tenant whose requests and
+  completions have VCs of their own never stalls. Of the ci profile's 6 runs with shared
+  VCs 5 stall and fail, 1 passes; its 6 runs with separate VCs pass. The detector's
+  graphs come out 118 acyclic and 110 cyclic.
+
+Counted running this file alone under the ci profile. Hypothesis seeds a derandomised
+test from its source (docstring included) and draws some values from the literals of the
+sitssim modules loaded so far, so another commit or run order draws other examples, in
+about these proportions.
 """
 
 from __future__ import annotations
@@ -22,14 +33,19 @@ import math
 import random
 from collections import Counter
 from collections.abc import Generator
+from pathlib import Path
 
 import networkx as nx
+import pytest
 import simpy
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from properties.budget import examples
 from simpy.events import Event
 
 from sitssim.link.credit_link import N_CLASSES
+from sitssim.scenario import load_scenario
+from sitssim.simulation import simulate
 from sitssim.switch.deadlock import (
     Buffer,
     Flow,
@@ -79,7 +95,7 @@ def dependency_graphs(draw: st.DrawFn) -> tuple[set[Edge], list[Flow], list[tupl
     return {(buffer[u], buffer[v]) for u, v in edges}, flows, answers
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(dependency_graphs(), st.randoms(use_true_random=False))
 def test_the_detector_finds_a_cycle_exactly_when_there_is_one(
     generated: tuple[set[Edge], list[Flow], list[tuple[int, int]]], rng: random.Random
@@ -110,7 +126,7 @@ def test_the_detector_finds_a_cycle_exactly_when_there_is_one(
 def test_generated_graphs_are_cyclic_and_acyclic_in_real_proportion() -> None:
     seen: Counter[bool] = Counter()
 
-    @settings(max_examples=200)
+    @settings(max_examples=examples(200))
     @given(dependency_graphs())
     def record(generated: tuple[set[Edge], list[Flow], list[tuple[int, int]]]) -> None:
         seen[nx.is_directed_acyclic_graph(nx.DiGraph(list(generated[0])))] += 1
@@ -171,7 +187,7 @@ def span(bursts: list[tuple[int, list[int]]]) -> int:
     return sum(idle + sum(gaps) for idle, gaps in bursts)
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(runs(), st.booleans())
 def test_the_watchdog_never_fires_on_a_run_making_progress(
     run: tuple[int, list[tuple[int, list[int]]], int], beats: bool
@@ -199,7 +215,7 @@ def test_the_watchdog_never_fires_on_a_run_making_progress(
     assert fake.dog.checks <= busy / window + 2 * len(bursts)
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(runs(), st.booleans())
 def test_the_watchdog_fires_between_one_and_two_windows_after_progress_stops(
     run: tuple[int, list[tuple[int, list[int]]], int], beats: bool
@@ -219,3 +235,71 @@ def test_the_watchdog_fires_between_one_and_two_windows_after_progress_stops(
     assert window <= stall.t_ns - fake.last_move < 2 * window
     assert stall.quiet_since_ns == stall.t_ns - window >= fake.last_move
     assert fake.env.now == stall.t_ns
+
+
+# --- the clause on whole runs ---------------------------------------------------------
+
+NINE_TENANTS = (
+    Path(__file__).resolve().parents[2] / "scenarios" / "violations" / "nine_tenants.yaml"
+)
+ACK_TIMEOUT_NS = 1000.0
+
+
+@st.composite
+def tenant_fabrics(draw: st.DrawFn, vcs: str) -> dict:
+    """Edits of the shipped nine-tenant witness into a small fabric (3 or 4 GPUs, one
+    NVSwitch plane, one or two links per GPU) under 50 to 90 % load for 1 us, with shallow
+    completion queues and a 1 us ACK timeout so that a stall shows within the run.
+    ``shared``: one to nine tenants, one VC each, which its requests and completions share
+    (and, past eight tenants, with another tenant's). ``separate``: one or two tenants, a VC
+    per flow-control class each, so completions never wait behind requests."""
+    shape = {
+        "gpus": draw(st.integers(3, 4)),
+        "planes": 1,
+        "links_per_gpu": draw(st.integers(1, 2)),
+    }
+    tenants = draw(st.integers(1, 9) if vcs == "shared" else st.integers(1, 2))
+    traffic = {
+        "load": draw(st.sampled_from([0.5, 0.7, 0.9])),
+        "completion_queue": draw(st.integers(1, 2)),
+        "ack_timeout": f"{ACK_TIMEOUT_NS:g}ns",
+    }
+    return {
+        "seed": draw(st.integers(0, 1000)),
+        "shape": shape,
+        "tenants": [{"name": f"t{k}"} for k in range(tenants)],
+        "vcs_per_tenant": 1 if vcs == "shared" else 3,
+        "traffic": traffic,
+    }
+
+
+# Each example is a whole run (about 0.3 s): a sixth of the profile's examples per side.
+@pytest.mark.parametrize("vcs", ["shared", "separate"])
+@settings(max_examples=examples(6))
+@given(data=st.data())
+def test_switch_vc_tenants_fails_exactly_when_the_run_stalls(vcs: str, data: st.DataObject) -> None:
+    """switch.vc_tenants: the verdict fails, measured 1 deadlock, exactly when some message
+    was never delivered (the transport's record, not the deadlock stage's); the stall it
+    reports came after the last delivery, within one to two ACK timeouts, with every
+    undelivered message outstanding. Tenants with a VC per class never stall."""
+    drawn = data.draw(tenant_fabrics(vcs))
+
+    def edit(scenario: dict) -> None:
+        scenario.update(duration="1us", seed=drawn["seed"], tenants=drawn["tenants"])
+        scenario["topology"] = {**scenario["topology"], **drawn["shape"]}
+        scenario["switch"]["vc_quota"] = {"vcs_per_tenant": drawn["vcs_per_tenant"]}
+        scenario["workloads"][0].update(drawn["traffic"])
+
+    run = simulate(load_scenario(NINE_TENANTS, edit=edit))
+    delivered = run.tables["messages"]["t_deliver_ns"]
+    stalled = bool(delivered.isna().any())
+    event(f"{vcs}: {'stalled: fail' if stalled else 'all delivered: pass'}")
+    (verdict,) = [v for v in run.verdicts if v.id == "switch.vc_tenants"]
+    assert (verdict.verdict, verdict.measured) == (("fail", 1.0) if stalled else ("pass", 0.0))
+    if vcs == "separate":
+        assert not stalled
+    if stalled:
+        (seen,) = run.tables["deadlocks"].query("kind == 'observed'").itertuples()
+        assert seen.last_delivery_ns == delivered.max()
+        assert ACK_TIMEOUT_NS <= seen.t_ns - seen.last_delivery_ns < 2 * ACK_TIMEOUT_NS
+        assert seen.outstanding == delivered.isna().sum()

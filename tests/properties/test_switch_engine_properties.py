@@ -56,6 +56,7 @@ import pytest
 import simpy
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
+from properties.budget import examples
 
 from sitssim.errors import InvariantViolation
 from sitssim.fabric.messages import (
@@ -440,7 +441,7 @@ def reorders(run: Run, channel: int) -> bool:
 # --- the properties --------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(case=cases())
 def test_every_message_is_delivered_once_having_crossed_each_switch_of_its_route_once(
     case: Case,
@@ -460,7 +461,7 @@ def test_every_message_is_delivered_once_having_crossed_each_switch_of_its_route
     event("credits stalled" if stalled else "no credit stall")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(case=cases())
 def test_messages_keep_their_order_where_the_model_promises_it(case: Case) -> None:
     """FIFO per (src, dst): a later message arrives first only if a port on its route
@@ -496,7 +497,7 @@ def test_messages_keep_their_order_where_the_model_promises_it(case: Case) -> No
 
 @pytest.mark.parametrize("credit_mode", CREDIT_MODES)
 @pytest.mark.parametrize("model", MODELS)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(data=st.data())
 def test_no_buffer_holds_more_than_its_size_or_its_credits(
     model: str, credit_mode: str, data: st.DataObject
@@ -541,7 +542,7 @@ def test_no_buffer_holds_more_than_its_size_or_its_credits(
 
 @pytest.mark.parametrize("credit_mode", CREDIT_MODES)
 @pytest.mark.parametrize("model", MODELS)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(data=st.data())
 def test_credits_are_conserved_per_vc_and_class(
     model: str, credit_mode: str, data: st.DataObject
@@ -591,7 +592,7 @@ def test_credits_are_conserved_per_vc_and_class(
 
 
 @pytest.mark.parametrize("forwarding", FORWARDING)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(data=st.data())
 def test_no_message_beats_its_zero_load_latency(forwarding: str, data: st.DataObject) -> None:
     """Latency >= zero-load latency, for both forwarding modes and switch models.
@@ -609,7 +610,7 @@ def test_no_message_beats_its_zero_load_latency(forwarding: str, data: st.DataOb
     event(f"{at}, {'some' if met else 'none'} at the bound")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(case=cases(alone=True))
 def test_a_message_alone_meets_its_zero_load_latency(case: Case) -> None:
     """At zero load the bound is tight: one message alone takes exactly its zero-load
@@ -627,7 +628,7 @@ def test_a_message_alone_meets_its_zero_load_latency(case: Case) -> None:
         event("cut through" if t.size[0] > head else "whole (at most the head)")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(case=cases())
 def test_each_port_carries_one_message_at_a_time(case: Case) -> None:
     """On every port, sorted by start, each serialisation lasts at least size / rate and
@@ -685,7 +686,7 @@ def _leak_case() -> Case:
     )
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20))
 @example(case=_leak_case())
 @given(case=cases(credit_mode="some channels"))
 def test_credits_come_back_whatever_port_comes_next(case: Case) -> None:

@@ -6,8 +6,16 @@ other loads and fails, ``configured``, on the first limit it breaks. No write af
 changes a conforming switch's table (the clause still passes, every write recorded as
 refused); every write a faulty switch applies to a running table fails the clause,
 ``measured``. The property runs once per side of the limits (within, too many slots, too
-many VCs, both), each with the profile's full count of examples, so no side is left to
-the generator's luck.
+many VCs, both, and a table within them that a faulty switch rewrites while running),
+each with the profile's full count of examples, so no side is left to the generator's
+luck. Of the ci profile's 200 examples 30 pass and 170 fail: 80 on slots, 40 on VCs, 50
+on writes applied while running (the ``within`` side's writes and faulty switch are
+drawn at random, and in 10 of its 40 examples a write reaches the faulty switch).
+
+Counted running this file alone under the ci profile. Hypothesis seeds a derandomised
+test from its source (docstring included) and draws some values from the literals of the
+sitssim modules loaded so far, so another commit or run order draws other examples, in
+about these proportions.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ SPEC_MAX_SLOTS = 64
 TENANTS = ("A", "B", "C")
 # Two switches of one port each; s1 is the one a fault may make apply writes.
 PORTS = [QuotaPort(1, "s0", "g0", "g0-s0"), QuotaPort(3, "s1", "g0", "g0-s1")]
-SIDES = ("within", "slots", "vcs", "both")
+SIDES = ("within", "slots", "vcs", "both", "running writes")
 
 
 @st.composite
@@ -68,25 +76,35 @@ def configured(draw: st.DrawFn, side: str) -> tuple[int, dict[str, list[int]]]:
     return port_vcs, table
 
 
-writes = st.lists(
-    st.fixed_dictionaries(
+def writes(to: tuple[str, ...] = ("s0", "s1")) -> st.SearchStrategy[dict]:
+    return st.fixed_dictionaries(
         {
             "at": st.integers(0, 10_000).map(lambda t: f"{t}ns"),
-            "switch": st.sampled_from(["s0", "s1"]),
+            "switch": st.sampled_from(to),
             "tenant": st.sampled_from(TENANTS),
             "slots": st.lists(st.integers(0, 40), min_size=1, max_size=12),
         }
-    ),
-    max_size=4,
-)
+    )
+
+
+@st.composite
+def offered_writes(draw: st.DrawFn, side: str) -> tuple[list[dict], bool]:
+    """Management writes and whether s1 is faulty: at random, or for ``running writes``
+    a faulty s1 and at least one write to it among writes to both switches."""
+    if side != "running writes":
+        return draw(st.lists(writes(), max_size=4)), draw(st.booleans())
+    offered = draw(st.lists(writes(), max_size=3))
+    offered.insert(draw(st.integers(0, len(offered))), draw(writes(("s1",))))
+    return offered, True
 
 
 @pytest.mark.parametrize("side", SIDES)
-@given(data=st.data(), offered=writes, faulty=st.booleans())
+@given(data=st.data())
 def test_switch_vc_quota_verdict_follows_the_table_and_the_writes(
-    side: str, data: st.DataObject, offered: list[dict], faulty: bool
+    side: str, data: st.DataObject
 ) -> None:
     port_vcs, table = data.draw(configured(side), label="port VCs, table")
+    offered, faulty = data.draw(offered_writes(side), label="writes, s1 faulty")
     quota = VcQuota(table=table, updates=[QuotaUpdate(**w) for w in offered])
     faults = ((0, QuotaRuntimeUpdateFault(kind="quota_runtime_update", switch="s1")),)
     section = QuotaSection(quota, port_vcs, TENANTS, faults if faulty else (), 1e6)
@@ -109,6 +127,7 @@ def test_switch_vc_quota_verdict_follows_the_table_and_the_writes(
         expected = ("fail", "updates", float(running), "measured")
     else:
         expected = ("pass", "slots", float(slot_sum), "configured")
+    event(f"{expected[0]} on {expected[1]}")
     assert (verdict.verdict, verdict.unit, verdict.measured, verdict.basis) == expected
 
     # The conforming switch refused every write, and its table is the one configured.
