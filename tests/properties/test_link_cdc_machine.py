@@ -16,10 +16,11 @@ latency of the stop/go loop. One more rule takes the next edge of whichever cloc
 
 The device is drawn with the machine: its design (width ratio, synchroniser flops and
 clock, writer pipeline; narrower than the shipped 32-word-wide FIFO, which
-``test_link_cdc_properties.py`` covers, so that a burst stays cheap), its PVT corner, and whether it was built with the synchronisers
-of the design or, as a faulty device, with one or two flops more (a ``synchronizer_flops``
-fault); its depth is the formula's (``(max_rtt_cycles << 1) + 4``) for the design at that
-corner, moved by -10..+4 entries (a FIFO sized short, or with margin).
+``test_link_cdc_properties.py`` covers, so that a burst stays cheap), its PVT corner, and
+whether it was built with the synchronisers of the design or, as a faulty device, with one
+or two flops more (a ``synchronizer_flops`` fault); its depth is the formula's
+(``(max_rtt_cycles << 1) + 4``) for the design at that corner, moved by -10..+4 entries (a
+FIFO sized short, or with margin).
 
 The invariants use the test's own accounts, not the core's counters:
 

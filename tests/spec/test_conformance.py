@@ -44,6 +44,8 @@ KINDS = ("emergent", "misconfiguration", "faulty device", "mutation")
 
 NO_FAILING_WITNESS: dict[str, str] = {}
 NO_PROPERTY_TEST: dict[str, str] = {}
+
+
 def per_clause(missing: dict[str, str]) -> list[object]:
     return [
         pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=missing[c]))
