@@ -13,8 +13,8 @@ stream with its markers taken out is a plain PRBS. :func:`set_symbols` is a set'
 on the wire; one LMS iteration of the receiver is one set.
 
 *Framer.* A receiver does not know where sets begin, nor how long they are: it finds
-the marker in the symbols it decided and locks when three markers in a row are equally
-spaced (two equal spacings); that spacing is the set length it *observed*, and the
+the marker in the symbols it decided and locks on the shortest spacing it sees between
+three markers in a row (two equal spacings); that spacing is the set length it *observed*, and the
 training sequence it observed is the spacing less the marker. Markers it then misses (a
 symbol error inside one) leave the lattice alone. A framer that never saw two equal
 spacings reports no framing, and the receiver's PRBS checker then sees the raw stream.
@@ -101,14 +101,17 @@ def marker_positions(decided: npt.NDArray[np.uint8]) -> list[npt.NDArray[np.int6
 
 
 def lock(positions: npt.NDArray[np.int64]) -> Framing:
-    """The framer's lock on one row's marker positions: the first spacing seen twice in a
-    row, and the markers on the lattice it defines."""
+    """The framer's lock on one row's marker positions: the shortest spacing seen twice in a
+    row, and the markers on the lattice it defines. A marker a symbol error hid makes a
+    spacing of two sets, which can repeat too (two hidden markers two sets apart); the set
+    is the shortest of them."""
     spacings = np.diff(positions)
     repeats = np.flatnonzero(spacings[1:] == spacings[:-1])
     if not repeats.size:
         return UNFRAMED
-    period = int(spacings[repeats[0]])
-    first = int(positions[repeats[0]]) % period
+    shortest = repeats[np.argmin(spacings[repeats])]
+    period = int(spacings[shortest])
+    first = int(positions[shortest]) % period
     markers = int(np.count_nonzero(positions % period == first))
     return Framing(period=period, first=first, markers=markers)
 
