@@ -122,9 +122,9 @@ def _table() -> tuple[Transition, ...]:
         Transition(s.RECOVERY_RCVRCFG, e.TS2_RECEIVED, s.RECOVERY_IDLE),
         Transition(s.RECOVERY_IDLE, e.IDLE_RECEIVED, s.L0),
         Transition(s.L0, e.RETRAIN, s.RECOVERY_RCVRLOCK, action="new_round"),
-        Transition(s.L0, e.HOT_RESET_REQ, s.HOT_RESET, action="new_round"),
+        # A directed Hot Reset or Disable is no exit from L0: the port retrains first and
+        # takes it from Recovery.Idle (Disable also from Configuration), PCIe §4.2.6.
         Transition(s.RECOVERY_IDLE, e.HOT_RESET_REQ, s.HOT_RESET, action="new_round"),
-        Transition(s.L0, e.DISABLE_REQ, s.DISABLED, action="new_round"),
         Transition(s.RECOVERY_IDLE, e.DISABLE_REQ, s.DISABLED, action="new_round"),
     ]
     for config in CONFIGURATION:

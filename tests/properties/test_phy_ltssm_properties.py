@@ -45,8 +45,8 @@ has nothing to judge in 3; phy.reset_to_l0 passes 15 and fails 25 (22 late, 3 ne
 L0).
 
 ``test_every_step_of_the_cores_table_is_a_pcie_step`` checks once what the machine reaches
-in order; the core's one departure from PCIe, found by the stray-event rule, is a strict
-xfail at the end.
+in order; the core's one departure from PCIe the stray-event rule found (a directed Hot
+Reset or Disable taken straight from L0) is fixed and pinned by a test at the end.
 """
 
 from __future__ import annotations
@@ -138,9 +138,6 @@ def _pcie_table() -> dict[tuple[State, Event], frozenset[State]]:
 
 
 PCIE = _pcie_table()
-# The core's known departures from the table, pinned by the strict xfail below; the stray
-# rule does not send them.
-KNOWN_DEPARTURES = frozenset({(S.L0, E.HOT_RESET_REQ), (S.L0, E.DISABLE_REQ)})
 DISRUPTIVE = frozenset(
     {E.NO_RECEIVER, E.PHASE_FAILED, E.TIMEOUT, E.RESET, E.HOT_RESET_REQ, E.DISABLE_REQ}
 )
@@ -450,7 +447,7 @@ class PhyLinkMachine(RuleBasedStateMachine):
     def stray_event(self, data: st.DataObject) -> None:
         """An event PCIe does not allow here: refused, and nothing changes."""
         state = self.core.state
-        strays = [e for e in Event if (state, e) not in PCIE and (state, e) not in KNOWN_DEPARTURES]
+        strays = [e for e in Event if (state, e) not in PCIE]
         stray = data.draw(st.sampled_from(strays), label="stray")
         self.strays -= 1
         with pytest.raises(LtssmError):
@@ -518,19 +515,20 @@ TestPhyLinkMachine = PhyLinkMachine.TestCase
 TestPhyLinkMachine.settings = settings(stateful_step_count=60)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the core's table takes a directed Hot Reset or Disable straight from L0; PCIe "
-    "(§4.2.6) enters both from Recovery.Idle (Disabled also from Configuration)",
-)
 @pytest.mark.parametrize("directed", [E.HOT_RESET_REQ, E.DISABLE_REQ])
-def test_a_directed_hot_reset_or_disable_is_refused_in_l0(directed: Event) -> None:
-    """Found by the machine's stray-event rule: L0 accepts HOT_RESET_REQ and DISABLE_REQ.
-    No driver sends either today, so no run shows it."""
+def test_a_directed_hot_reset_or_disable_is_refused_in_l0_and_taken_in_recovery_idle(
+    directed: Event,
+) -> None:
+    """Found by the machine's stray-event rule: L0 took HOT_RESET_REQ and DISABLE_REQ
+    straight to Hot Reset and Disabled. PCIe (§4.2.6) enters both from Recovery.Idle, so
+    a port directed from L0 retrains first. No driver sends either today, so no run
+    showed it."""
     core = Ltssm()
     core.state = S.L0
     assert directed not in core.allowed()
+    core.state = S.RECOVERY_IDLE
+    core.handle(directed)
+    assert core.state == (S.HOT_RESET if directed == E.HOT_RESET_REQ else S.DISABLED)
 
 
 def _at(state: State, complete: bool) -> Ltssm:
@@ -551,15 +549,15 @@ def _at(state: State, complete: bool) -> Ltssm:
 def test_every_step_of_the_cores_table_is_a_pcie_step(state: State) -> None:
     """What the machine reaches in order, checked once per (state, event), for the spec's
     device: each event PCIe allows is taken, to a state PCIe allows (Recovery.RcvrLock
-    to RcvrCfg only once the EQ round is complete), and every other event is refused, but
-    for the known departures pinned by the strict xfail below (phy.eq_level3)."""
+    to RcvrCfg only once the EQ round is complete), and every other event is refused
+    (phy.eq_level3)."""
     for complete in (False, True) if state == S.RECOVERY_RCVRLOCK else (False,):
         for sent in Event:
             core = _at(state, complete)
             allowed = PCIE.get((state, sent))
             if sent == E.RCVR_LOCKED and allowed:
                 allowed = frozenset({S.RECOVERY_RCVRCFG if complete else S.EQ_PHASE0})
-            if allowed is None and (state, sent) not in KNOWN_DEPARTURES:
+            if allowed is None:
                 with pytest.raises(LtssmError):
                     core.handle(sent)
             elif allowed is not None:
