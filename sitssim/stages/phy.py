@@ -16,11 +16,20 @@ asks :meth:`PhyStage.recover` for a Recovery while the traffic runs, after the t
 above were recorded. The link's LTSSM is walked from L0 through Recovery (RETRAIN, a new
 EQ round on the channel in force, back to L0) and the episode is kept beside the trace,
 never written into it: ``tables()`` splits the L0 row it interrupts. A request while the
-link is already out of L0 (a BER retraining, an earlier episode) joins that outage. An
-episode that runs into a later recorded outage (the BER monitor's retraining, or an
-episode requested earlier for a later time by the other direction) ends there, and the
-link is back when that outage ends. The BER monitor's training cycles, counted before
-the traffic ran, do not see the episodes.
+link is already out of L0 (a BER retraining, an earlier episode) joins that outage.
+
+The two directions of a link play their replay sessions one after the other, each ahead
+of the traffic clock, so a request can come in for a time before an outage already on
+record (the BER monitor's retraining, or an episode the other direction asked for at a
+later time). If its own walk would reach L0 before that outage starts, it stands; if not,
+it ends where that outage starts and the link is back when the outage ends. Ahead of
+another episode, the link is in Recovery.RcvrLock from the request until that episode,
+whose walk (starting in RcvrLock too) it joins: the walk that lost is dropped, since cut
+it would leave the link in an EQ phase and re-enter RcvrLock from there, which no LTSSM
+transition does. Ahead of a BER retraining it is cut there, that departure from the
+LTSSM kept: the retraining's row is the monitor's request, which phy.retrain_trigger
+judges. The BER monitor's training cycles, counted before the traffic ran, do not see
+the episodes.
 """
 
 from __future__ import annotations
@@ -148,17 +157,43 @@ class RecoveryEpisode:
 
     Times on the PHY clock. ``until_ns`` is where the episode's rows end: its L0 entry,
     or the start of a recorded outage it ran into. ``back_ns`` is when the link is in L0
-    again (inf: it gave up and nothing recorded after brings it back).
+    again (inf: it gave up and nothing recorded after brings it back). ``joined``: it
+    waited in Recovery.RcvrLock for a later-recorded episode and is part of that Recovery.
     """
 
     walk: LinkTrace
     start_ns: float
     until_ns: float
     back_ns: float
+    joined: bool = False
 
 
 def _finite_or_inf(t: float) -> float:
     return t if math.isfinite(t) else math.inf
+
+
+def _waiting_in_rcvrlock(walk: LinkTrace, start_ns: float, outage_ns: float) -> LinkTrace:
+    """In place of ``walk``, which a recorded outage at ``outage_ns`` overtakes: the link
+    in Recovery.RcvrLock from ``start_ns`` until that outage (module docstring)."""
+    first = walk.states[0]
+    if first.state != State.RECOVERY_RCVRLOCK:
+        raise RuntimeError(f"a Recovery walk starts in {first.state}, not Recovery.RcvrLock")
+    row = replace(first, t_enter_ns=start_ns, t_exit_ns=outage_ns)
+    # The rounds the walk drew from stay counted, so later episodes draw as they did.
+    return LinkTrace(link=walk.link, states=[row], rounds=walk.rounds)
+
+
+def _joined(merged: list[tuple[int, StateRow]]) -> list[tuple[int, StateRow]]:
+    """``merged`` with each episode's row that goes on in the state of the row before it
+    (an episode waiting in RcvrLock for the one it joins) folded into that row."""
+    out: list[tuple[int, StateRow]] = []
+    for origin, row in merged:
+        before = out[-1][1] if out else None
+        if origin and before and before.state == row.state and before.t_exit_ns == row.t_enter_ns:
+            out[-1] = (out[-1][0], replace(before, t_exit_ns=row.t_exit_ns))
+        else:
+            out.append((origin, row))
+    return out
 
 
 def _down_spans(trace: LinkTrace) -> list[tuple[float, float]]:
@@ -198,8 +233,10 @@ class PhyStage:
         t = t_traffic_ns + self.traffic_start_ns
         trace = next(tr for tr in self.traces if channel in tr.link.channels)
         episodes = self.episodes.setdefault(trace.link.name, [])
-        spans = _down_spans(trace) + [(e.start_ns, e.back_ns) for e in episodes]
-        for start, end in spans:
+        # (start, end, whether the link layer asked for it) of every outage on record.
+        spans = [(s, e, False) for s, e in _down_spans(trace)]
+        spans += [(e.start_ns, e.back_ns, True) for e in episodes]
+        for start, end, _ in spans:
             if start <= t < end:
                 return self._traffic_time(end, t_traffic_ns)
         rounds_before = episodes[-1].walk.rounds if episodes else trace.rounds
@@ -207,12 +244,19 @@ class PhyStage:
             trace.link, t, self.seed, self.channel_at, rounds_before, REPLAY_ROLLOVER
         )
         reached = next((r.t_enter_ns for r in walk.states if r.state == State.L0), math.inf)
-        ahead, ahead_end = min(((s, e) for s, e in spans if s > t), default=(math.inf, math.inf))
+        ahead, ahead_end, rollover_ahead = min(
+            ((s, e, asked) for s, e, asked in spans if s > t), default=(math.inf, math.inf, False)
+        )
+        joined = rollover_ahead and reached > ahead
         if reached <= ahead:
             until, back = reached, reached
         else:
             until, back = ahead, ahead_end
-        episodes.append(RecoveryEpisode(walk=walk, start_ns=t, until_ns=until, back_ns=back))
+        if joined:
+            walk = _waiting_in_rcvrlock(walk, t, ahead)
+        episodes.append(
+            RecoveryEpisode(walk=walk, start_ns=t, until_ns=until, back_ns=back, joined=joined)
+        )
         return self._traffic_time(back, t_traffic_ns)
 
     def _traffic_time(self, back_phy: float, t_traffic_ns: float) -> float:
@@ -298,7 +342,7 @@ class PhyStage:
             if current is not None:
                 origin, l0 = current
                 merged.append((origin, replace(l0, t_enter_ns=enter, t_exit_ns=row.t_exit_ns)))
-        return merged
+        return _joined(merged)
 
     def outages(self) -> list[tuple[int, float, float]]:
         """(channel id, start, end) on the traffic clock, for every interval a link is down."""
@@ -399,7 +443,10 @@ class PhyStage:
                 "max": max(trained) if trained else None,
             },
             "retrains": retrains,
-            "replay_recoveries": sum(len(e) for e in self.episodes.values()),
+            # Recoveries the link went through: a joined episode is part of another's.
+            "replay_recoveries": sum(
+                not e.joined for episodes in self.episodes.values() for e in episodes
+            ),
         }
 
 

@@ -125,13 +125,19 @@ def test_requests_computed_out_of_time_order_give_one_consistent_trace(
     stage = phy.phy_run(phy.star(gpus=1))
     (link,) = stage.links
     later = stage.recover(link.channels[0], 200_000.0)
-    # The other direction's session, computed afterwards, rolls over earlier: its Recovery
-    # runs into the later one, and the link is back when that one is done.
+    # The other direction's session, computed afterwards, rolls over earlier, and its walk
+    # would still be in Recovery at the later one: the link waits in RcvrLock from the
+    # earlier rollover and goes on with the later walk, back when that one is done. One
+    # Recovery, with no row of the walk that lost.
     assert stage.recover(link.channels[1], 150_000.0) == later
     states = link_rows(stage, "link_states", link.name)
     assert_contiguous(states)
     starts = states.loc[states["cause"] == ROLLOVER, "t_enter_ns"] - stage.traffic_start_ns
-    assert list(starts) == pytest.approx([150_000.0, 200_000.0])
+    assert list(starts) == pytest.approx([150_000.0])
+    waiting = states.loc[states["cause"] == ROLLOVER].iloc[0]
+    assert waiting["state"] == State.RECOVERY_RCVRLOCK.value
+    assert waiting["t_exit_ns"] > 200_000.0 + stage.traffic_start_ns
+    assert stage.metrics()["replay_recoveries"] == 1
     between = states[
         (states["t_enter_ns"] > starts.iloc[0] + stage.traffic_start_ns)
         & (states["t_enter_ns"] < later + stage.traffic_start_ns)
