@@ -58,7 +58,7 @@ right.errorbar(x, summary["metrics.probe_rtt_ns.p99.mean"],
                yerr=summary["metrics.probe_rtt_ns.p99.ci"].fillna(0), marker="o", capsize=3,
                label="probe RTT p99")
 right.plot(x, summary["metrics.probe_rtt_ns.p50.mean"], "s-", ms=3, label="probe RTT p50")
-right.plot(x, summary["clauses.fabric.tso_window.limit.mean"], "^--",
+right.plot(x, summary["clauses.fabric.tso_window.measured.mean"], "^--",
            label="TSO window needed (from observed RTTs)")
 right.set_xscale("log", base=2)
 right.set_xlabel("GPUs")
@@ -70,7 +70,7 @@ plt.show()
 margin = summary["clauses.fabric.skew_budget.limit.mean"] - summary["clauses.fabric.skew_budget.measured.mean"]
 summary.assign(skew_margin_ns=margin)[[
     GPUS, "clauses.fabric.skew_budget.measured.mean", "clauses.fabric.skew_budget.limit.mean",
-    "skew_margin_ns", "clauses.fabric.tso_window.limit.mean", "clauses.fabric.tso_window.measured.mean",
+    "skew_margin_ns", "clauses.fabric.tso_window.measured.mean", "clauses.fabric.tso_window.limit.mean",
     "metrics.probe_rtt_ns.p99.mean", "clauses.fabric.topology_limits.fail_fraction"]].round(1)
 """
 

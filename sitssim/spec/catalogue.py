@@ -139,7 +139,7 @@ CATALOGUE: tuple[Clause, ...] = (
         "The transaction-ordering window is at least 2 × RTT_max + 150 ns, RTT_max the "
         "farthest GPU's p99 request->completion round trip under load.",
         2,
-        limits={"window": Limit(">=", "ns")},
+        limits={"required_window": Limit("<=", "ns")},
         params={"rtt_factor": 2.0, "margin_ns": 150.0, "rtt_quantile": 0.99},
         packet_facts=(
             "the p99 round trip of small probes queued behind whole packets (a fluid "

@@ -265,15 +265,17 @@ def _farthest_p99(result: RunResult) -> float:
 def test_tso_window_passes_on_the_shipped_fat_tree(shipped_fat_tree: RunResult) -> None:
     verdict = _verdict(shipped_fat_tree, "fabric.tso_window")
     assert verdict.verdict == "pass"
-    assert verdict.measured == shipped_fat_tree.scenario.root_complex.tso_window
-    assert verdict.limit == pytest.approx(2 * _farthest_p99(shipped_fat_tree) + 150.0)
+    # Measured: the window the run's round trips require; limit: the configured window.
+    assert verdict.measured == pytest.approx(2 * _farthest_p99(shipped_fat_tree) + 150.0)
+    assert verdict.limit == shipped_fat_tree.scenario.root_complex.tso_window
+    assert (verdict.op, verdict.basis) == ("<=", "measured")
 
 
 def test_tso_window_fails_under_load(tso_loaded: RunResult) -> None:
     verdict = _verdict(tso_loaded, "fabric.tso_window")
     assert verdict.verdict == "fail"
-    assert verdict.measured < verdict.limit
-    assert verdict.limit == pytest.approx(2 * _farthest_p99(tso_loaded) + 150.0)
+    assert verdict.measured > verdict.limit
+    assert verdict.measured == pytest.approx(2 * _farthest_p99(tso_loaded) + 150.0)
     probes = tso_loaded.tables["probes"]
     evidence = _rows(probes, "probe_id", verdict, "probes")
     assert len(evidence) > 0
@@ -290,14 +292,14 @@ def test_tso_failure_is_emergent_from_load(tso_loaded: RunResult, tso_light: Run
     assert light["workloads"][index]["load"] < loaded["workloads"][index]["load"]
     light["workloads"][index]["load"] = loaded["workloads"][index]["load"]
     assert light == loaded
-    # Load stretches the farthest GPU's round trip past what the window covers: the limit
-    # is the run's (basis measured), the window the same configured value in both.
+    # Load stretches the farthest GPU's round trip past what the window covers: the
+    # required window is the run's (basis measured), the limit the same configured window.
     assert _farthest_p99(tso_light) < _farthest_p99(tso_loaded)
     light_verdict, loaded_verdict = (
         _verdict(r, "fabric.tso_window") for r in (tso_light, tso_loaded)
     )
-    assert light_verdict.measured == loaded_verdict.measured
-    assert light_verdict.limit < loaded_verdict.limit
+    assert light_verdict.limit == loaded_verdict.limit
+    assert light_verdict.measured < loaded_verdict.measured
     assert light_verdict.basis == loaded_verdict.basis == "measured"
 
 

@@ -168,7 +168,7 @@ def test_tso_window_sees_translation_misses() -> None:
         verdicts[hit_ratio] = next(v for v in result.verdicts if v.id == "fabric.tso_window")
     assert verdicts[1.0].verdict == "pass"
     assert verdicts[0.0].verdict == "fail"
-    assert verdicts[0.0].limit - verdicts[1.0].limit == pytest.approx(2 * 400.0)
+    assert verdicts[0.0].measured - verdicts[1.0].measured == pytest.approx(2 * 400.0)
 
 
 # --- bad input: exit 2 naming file, line and field ------------------------------------
