@@ -13,9 +13,9 @@ stream with its markers taken out is a plain PRBS. :func:`set_symbols` is a set'
 on the wire; one LMS iteration of the receiver is one set.
 
 *Framer.* A receiver does not know where sets begin, nor how long they are: it finds
-the marker in the symbols it decided and locks on the shortest spacing it sees between
-three markers in a row (two equal spacings); that spacing is the set length it *observed*, and the
-training sequence it observed is the spacing less the marker. Markers it then misses (a
+the marker in the symbols it decided and locks on the shortest spacing it sees twice in
+a row (three markers equally spaced); that spacing is the set length it *observed*, and
+the training sequence it observed is the spacing less the marker. Markers it then misses (a
 symbol error inside one) leave the lattice alone. A framer that never saw two equal
 spacings reports no framing, and the receiver's PRBS checker then sees the raw stream.
 :func:`payload` cuts the markers out of a framed row, giving back the PRBS the
