@@ -183,16 +183,17 @@ def _waiting_in_rcvrlock(walk: LinkTrace, start_ns: float, outage_ns: float) -> 
     return LinkTrace(link=walk.link, states=[row], rounds=walk.rounds)
 
 
-def _joined(merged: list[tuple[int, StateRow]]) -> list[tuple[int, StateRow]]:
-    """``merged`` with each episode's row that goes on in the state of the row before it
-    (an episode waiting in RcvrLock for the one it joins) folded into that row."""
+def _joined(merged: list[tuple[int, StateRow]], waiting: set[int]) -> list[tuple[int, StateRow]]:
+    """``merged`` with the row that follows a waiting episode's (origins ``waiting``) and
+    goes on in its state, RcvrLock, folded into it: the episode it joins."""
     out: list[tuple[int, StateRow]] = []
     for origin, row in merged:
-        before = out[-1][1] if out else None
-        if origin and before and before.state == row.state and before.t_exit_ns == row.t_enter_ns:
-            out[-1] = (out[-1][0], replace(before, t_exit_ns=row.t_exit_ns))
-        else:
-            out.append((origin, row))
+        if out and out[-1][0] in waiting:
+            before = out[-1][1]
+            if before.state == row.state and before.t_exit_ns == row.t_enter_ns:
+                out[-1] = (out[-1][0], replace(before, t_exit_ns=row.t_exit_ns))
+                continue
+        out.append((origin, row))
     return out
 
 
@@ -342,7 +343,7 @@ class PhyStage:
             if current is not None:
                 origin, l0 = current
                 merged.append((origin, replace(l0, t_enter_ns=enter, t_exit_ns=row.t_exit_ns)))
-        return _joined(merged)
+        return _joined(merged, {k + 1 for k, e in enumerate(episodes) if e.joined})
 
     def outages(self) -> list[tuple[int, float, float]]:
         """(channel id, start, end) on the traffic clock, for every interval a link is down."""
