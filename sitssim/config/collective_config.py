@@ -87,15 +87,17 @@ class HostLaunch(BaseModel):
     """How the host issues the calls, as nccl-tests does (``sitssim.workloads.host_launch``).
 
     ``threads: one`` is ``all_reduce_perf -g N``: one host thread enqueues every GPU's
-    kernel in turn; ``per_gpu`` is ``mpirun -np N ... -g 1``: each GPU has its own. ``enqueue``
-    is the host's time to enqueue one call on one GPU. A size's repetitions are then one
-    timed loop, enqueued without waiting for the GPUs, as nccl-tests times its iterations;
-    the next size's loop starts ``gap`` after the last GPU has finished.
+    kernel in turn; ``per_gpu`` is ``mpirun -np N ... -g 1``: each GPU has its own. ``group``
+    is a thread's time per call whatever its GPUs (the group call around them and the loop's
+    own work), ``enqueue`` its time to enqueue one call on one GPU. A size's repetitions are
+    then one timed loop, enqueued without waiting for the GPUs, as nccl-tests times its
+    iterations; the next size's loop starts ``gap`` after the last GPU has finished.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     threads: Literal["one", "per_gpu"]
+    group: NonNegDuration = 0.0
     enqueue: PositiveTime
 
 

@@ -93,6 +93,29 @@ def test_enqueue_times_follow_the_thread_layout() -> None:
     assert issue_started_ns(each, 4, 2) == 4.0
 
 
+def test_a_group_cost_is_paid_once_per_call_per_thread_not_per_gpu() -> None:
+    # One thread: 6 us of group work plus four 10 us enqueues a call; a process per GPU
+    # pays the group work and its own enqueue.
+    one = run(4, ["8B"], 4, {"threads": "one", "group": "6us", "enqueue": "10us"})
+    each = run(4, ["8B"], 4, {"threads": "per_gpu", "group": "6us", "enqueue": "20us"})
+    assert periods_us(one) == [46.0, 46.0, 46.0]
+    assert periods_us(each) == [26.0, 26.0, 26.0]
+
+
+def test_the_group_work_comes_before_the_first_launch_of_a_call() -> None:
+    one = HostLaunch(threads="one", group="3ns", enqueue="2ns")
+    each = HostLaunch(threads="per_gpu", group="3ns", enqueue="2ns")
+    assert [enqueued_ns(one, 4, 1, r) for r in range(4)] == [16.0, 18.0, 20.0, 22.0]
+    assert [enqueued_ns(each, 4, 1, r) for r in range(4)] == [10.0, 10.0, 10.0, 10.0]
+    assert issue_started_ns(one, 4, 2) == 22.0
+    assert issue_started_ns(each, 4, 2) == 10.0
+
+
+def test_a_negative_group_cost_is_refused() -> None:
+    with pytest.raises(ValidationError, match="group"):
+        HostLaunch(threads="one", group="-1us", enqueue="4us")
+
+
 def test_a_host_needs_a_kernel_to_launch() -> None:
     with pytest.raises(ValidationError, match="'host' launches NCCL kernels"):
         CollectiveWorkload(
