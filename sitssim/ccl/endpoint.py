@@ -19,14 +19,16 @@ No NCCL source states these costs as such. Their only published estimates are th
 NCCL's own cost model, of the release the GPUs run, and that is where ``nccl_endpoint_costs``
 takes them from (``ccl.tuning.CostModel``; ``docs/ccl_sources.md`` §1, §4): the fixed cost is the
 model's base latency ``baseLat`` and the handshake its per-step NVLink latency ``hwLat`` for
-the same algorithm and protocol. The copy rate is the bus bandwidth the model gives the
-pair (``tuning.bus_bandwidth_GBps``: the search's bandwidth for Simple, 92 % of it capped
-per search channel for LL128, a quarter of it capped at ``llMaxBw`` for LL), shared by the
-blocks the call runs: what a GPU's blocks move together, however many of them run. (NCCL's
-estimate shares it by the communicator's channels, scaling a call on fewer channels down;
-a block is not slowed by blocks that do not run, and one-process-per-GPU nccl-tests runs show
-a one-channel LL all-reduce's steps taking under a microsecond for 4 KiB, which the
-communicator's share of ``llMaxBw`` would make 1.7 µs: ``docs/ccl_sources.md`` §4.1.)
+the same algorithm and protocol. The copy rate comes from the bus bandwidth the model gives
+the pair (``tuning.bus_bandwidth_GBps``: the search's bandwidth for Simple, 92 % of it capped
+per search channel for LL128, a quarter or a half of it capped at ``llMaxBw`` for LL): a
+block moves at most what the model gives one channel of the search, and the blocks the call
+runs together at most the whole bus. So a call on few channels is limited by its blocks, one
+on many by what the GPU's blocks move together. (NCCL's estimate shares the bus by the
+communicator's channels, scaling a call on fewer channels down; a block is not slowed by
+blocks that do not run. One-process-per-GPU nccl-tests runs show a one-channel LL ring
+taking about 0.2 µs more per ring step for each 1 KiB more per step on H100, and twice that on
+A100, near the one-channel estimates of 15 and 5 GB/s: ``docs/ccl_sources.md`` §4.1.)
 
 NVLS pays the model's NVLS hardware latency as its fixed cost (the model gives NVLS that
 latency in place of a base). Its kernel signals chunk by chunk between the GPUs' scatter,
@@ -42,7 +44,7 @@ nccl-tests output only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sitssim.ccl.tuning import CostModel, SearchResult, bus_bandwidth_GBps
 
@@ -93,9 +95,12 @@ def nccl_endpoint_costs(
             block_bytes_per_ns=math.inf,
         )
     bus = bus_bandwidth_GBps(model, algorithm, protocol, operation, search, generation)
+    one = bus_bandwidth_GBps(
+        model, algorithm, protocol, operation, replace(search, channels=1), generation
+    )
     # GB/s is bytes per ns.
     return EndpointCosts(
         kernel_ns=model.base_latency_us[key] * NS_PER_US,
         step_ns=model.hw_latency_us["nvlink"][key] * NS_PER_US,
-        block_bytes_per_ns=bus / channels,
+        block_bytes_per_ns=min(one, bus / channels),
     )

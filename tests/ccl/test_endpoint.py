@@ -30,14 +30,21 @@ def test_a_ring_ll_call_pays_the_base_latency_once_and_the_nvlink_latency_per_st
     assert costs.copy_ns(8772) == pytest.approx(2400.0, rel=1e-3)
 
 
-def test_the_blocks_a_call_runs_share_the_bus_bandwidth_not_the_communicators_channels() -> None:
+def test_a_block_moves_at_most_one_channels_estimate_and_the_blocks_together_the_bus() -> None:
+    # H100, LL: a quarter of one search channel's 30 GB/s is 7.5 GB/s, however few blocks run;
+    # 24 blocks share the bus (a quarter of 12 x 30, capped at llMaxBw: 87.7 GB/s).
     one = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100, "hopper", 1)
     eight = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100, "hopper", 8)
-    assert one.block_bytes_per_ns == pytest.approx(87.7)
-    assert eight.block_bytes_per_ns == pytest.approx(87.7 / 8)
-    # On A100 a quarter of 12 x 20 GB/s (60) is under llMaxBw.
+    many = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", H100, "hopper", 24)
+    assert one.block_bytes_per_ns == pytest.approx(7.5)
+    assert eight.block_bytes_per_ns == pytest.approx(7.5)
+    assert many.block_bytes_per_ns == pytest.approx(87.7 / 24)
+    # A100: a quarter of 20 GB/s a block; 2 blocks are far from the bus (a quarter of 240).
     a100 = nccl_endpoint_costs(NCCL_2_20, "ring", "ll", "all_reduce", A100, "ampere", 2)
-    assert a100.block_bytes_per_ns == pytest.approx(30.0)
+    assert a100.block_bytes_per_ns == pytest.approx(5.0)
+    # LL128 on one block: 92 % of a channel's 30 GB/s, under Hopper's 36.7 per channel.
+    ll128 = nccl_endpoint_costs(NCCL_2_20, "ring", "ll128", "all_reduce", H100, "hopper", 1)
+    assert ll128.block_bytes_per_ns == pytest.approx(0.92 * 30)
 
 
 def test_ll128_and_simple_blocks_share_their_protocols_bus_bandwidth() -> None:
