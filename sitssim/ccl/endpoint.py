@@ -27,8 +27,9 @@ runs together at most the whole bus. So a call on few channels is limited by its
 on many by what the GPU's blocks move together. (NCCL's estimate shares the bus by the
 communicator's channels, scaling a call on fewer channels down; a block is not slowed by
 blocks that do not run. One-process-per-GPU nccl-tests runs show a one-channel LL ring
-taking about 0.2 µs more per ring step for each 1 KiB more per step on H100, and twice that on
-A100, near the one-channel estimates of 15 and 5 GB/s: ``docs/ccl_sources.md`` §4.1.)
+taking about 0.1 µs more per ring step for each 1 KiB more per step on H100 and 0.2 µs on
+A100; the one-channel estimates, 15 and 5 GB/s, give 0.07 and 0.2 µs:
+``docs/ccl_sources.md`` §4.1.)
 
 NVLS pays the model's NVLS hardware latency as its fixed cost (the model gives NVLS that
 latency in place of a base). Its kernel signals chunk by chunk between the GPUs' scatter,
