@@ -16,6 +16,12 @@ Each connection buffer is a ring of ``NCCL_STEPS`` slots; a step moves one slot.
 channel moves per step of an algorithm is the slot's data bytes times the chunk steps, which
 only a ring with Simple uses (4 for all-reduce, all-gather and reduce-scatter); every other
 pairing moves one slot's data per step (``calcCollChunking``).
+
+Under LL and LL128 a block works through a step in passes of its loop, each thread (LL) or
+warp (LL128) storing its own lines and the receiver's thread or warp polling the flags of
+those lines alone: a receiver acts on a pass as it lands, whatever the rest of the step is
+doing (``Protocol.pass_data_bytes``; NCCL ``prims_ll.h`` and ``prims_ll128.h``). Under Simple
+the receiver waits for a slice's tail counter, so a slice is the least it acts on.
 """
 
 from __future__ import annotations
@@ -25,6 +31,14 @@ from types import MappingProxyType
 
 NCCL_STEPS = 8
 """Slots per connection buffer (NCCL ``device.h``)."""
+WARP_SIZE = 32
+LL_MAX_NTHREADS = 512
+"""``NCCL_LL_MAX_NTHREADS``: an LL block's threads, each storing one 16-byte line a pass."""
+LL128_MAX_NTHREADS = 640
+"""``NCCL_LL128_MAX_NTHREADS``."""
+LL128_LINES_PER_WARP_PASS = WARP_SIZE * 8 * 8 // 128
+"""An LL128 warp's slice per pass: ``WARP_SIZE x NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` (8)
+eight-byte words, 16 lines of 128 bytes (``prims_ll128.h``, ``WireWordPerSlice``)."""
 
 RING_SIMPLE_CHUNK_STEPS = MappingProxyType(
     {
@@ -52,6 +66,12 @@ class Protocol:
     thread_threshold_bytes: int
     """Work per thread before a call takes another channel or more threads
     (``NCCL_*_THREAD_THRESHOLD``)."""
+    pass_data_bytes: int | None
+    """Payload one pass of a block's loop moves at the protocol's most threads, the least a
+    receiver acts on as it lands: LL's 512 threads store one line of 8 data bytes each,
+    4,096 bytes; LL128's 20 warps 16 lines of 120 data bytes each, 38,400 bytes (a warp's
+    ``DataEltPerSlice``, the loop striding by the block's warps). None for Simple, whose
+    receiver acts on whole slices (``slices_per_chunk``)."""
     unpacks: bool
     """Whether a ring's last receive copies the data out of the connection's buffer into the
     output: LL's and LL128's lines carry flags and must be unpacked; under Simple the peer
@@ -82,9 +102,10 @@ class Protocol:
         return self.step_data_bytes * steps
 
     def slices_per_chunk(self, algorithm: str, operation: str) -> int:
-        """Pieces a receiver sees of one chunk, each signalled on its own: a ring with Simple
+        """Slices a receiver sees of one chunk, each signalled on its own: a ring with Simple
         posts its chunk steps a slice at a time; every other pairing signals one slot (LL and
-        LL128 flag each line within it, which a driver may cut finer)."""
+        LL128 flag each line within it, and a receiver acts on each pass of lines as it lands:
+        ``pass_data_bytes``)."""
         if not self._ring_simple(algorithm):
             return 1
         return RING_SIMPLE_CHUNK_STEPS.get(operation, 1) // RING_SIMPLE_SLICE_STEPS or 1
@@ -98,18 +119,20 @@ LL = Protocol(
     "ll",
     line_bytes=16,
     data_bytes_per_line=8,
-    buffer_bytes=8 * 512 * NCCL_STEPS * 16,
+    buffer_bytes=8 * LL_MAX_NTHREADS * NCCL_STEPS * 16,
     grain_bytes=16,
     thread_threshold_bytes=8,
+    pass_data_bytes=LL_MAX_NTHREADS * 8,
     unpacks=True,
 )
 LL128 = Protocol(
     "ll128",
     line_bytes=128,
     data_bytes_per_line=120,
-    buffer_bytes=120 * 640 * NCCL_STEPS * 8,
+    buffer_bytes=120 * LL128_MAX_NTHREADS * NCCL_STEPS * 8,
     grain_bytes=1920,
     thread_threshold_bytes=8,
+    pass_data_bytes=LL128_MAX_NTHREADS // WARP_SIZE * LL128_LINES_PER_WARP_PASS * 120,
     unpacks=True,
 )
 SIMPLE = Protocol(
@@ -119,6 +142,7 @@ SIMPLE = Protocol(
     buffer_bytes=1 << 22,
     grain_bytes=512,
     thread_threshold_bytes=64,
+    pass_data_bytes=None,
     unpacks=False,
 )
 

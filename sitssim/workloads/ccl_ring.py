@@ -11,7 +11,9 @@ slice alike), the last lanes short or empty. Within a loop a block takes the rin
 in order: a send of its own chunk, then, for each step, the chunk its upstream neighbour
 sent at the step before, reduced or copied and sent on; then a last receive. A chunk is
 seen by the receiver in pieces, each signalled on its own: Simple's slices (two per chunk),
-or for LL and LL128, whose every line carries its flag, pieces of at most one message.
+or for LL and LL128, whose every line carries its flag, pieces of at most one pass of the
+block's loop (``Protocol.pass_data_bytes``: the receiver's threads poll their own lines, so
+a block acts on a pass as it lands, not on the whole chunk) and of at most one message.
 
 A block is sequential: it acts on a piece once the piece has landed and its handshake is
 done (``EndpointCosts.step_ns``), and once it has finished the piece before, each piece
@@ -66,9 +68,12 @@ def _lane_splits(
     n, op = plan.n_ranks, plan.operation
     protocol = PROTOCOLS[plan.protocol]
     slices = protocol.slices_per_chunk("ring", op)
-    # A line protocol's piece is as much payload as one message's write packets carry.
+    # A line protocol's piece is one pass of the block's loop, or as much payload as one
+    # message's write packets carry if that is less.
     lines = writes.data_within(max_message_bytes) // protocol.line_bytes
-    per_message = max(1, lines * protocol.data_bytes_per_line)
+    per_piece = max(1, lines * protocol.data_bytes_per_line)
+    if protocol.pass_data_bytes is not None:
+        per_piece = min(per_piece, protocol.pass_data_bytes)
     per_rank = chunk_sizes(size, n)
     grid = 0
     for loop, chunk in enumerate(plan.chunks):
@@ -81,7 +86,7 @@ def _lane_splits(
                 if nbytes <= 0:
                     yield (loop, ch, c), 0, 1
                     continue
-                count = slices if slices > 1 else -(-nbytes // per_message)
+                count = slices if slices > 1 else -(-nbytes // per_piece)
                 yield (loop, ch, c), nbytes, min(count, nbytes)
         grid += chunk * plan.channels * n
 

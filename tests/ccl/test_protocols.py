@@ -18,6 +18,17 @@ def test_buffers_are_nccl_defaults() -> None:
     )
 
 
+def test_a_pass_of_the_blocks_loop_is_nccls_threads_lines() -> None:
+    # prims_ll.h: each of NCCL_LL_MAX_NTHREADS (512) threads stores one 16-byte line of 8
+    # data bytes a pass; prims_ll128.h: each of 640 / 32 = 20 warps a slice of 32 x 8
+    # eight-byte words, 16 lines of 120 data bytes. Simple signals whole slices.
+    assert (LL.pass_data_bytes, LL128.pass_data_bytes, SIMPLE.pass_data_bytes) == (
+        4096,
+        38_400,
+        None,
+    )
+
+
 @pytest.mark.parametrize(
     ("protocol", "chunk"),
     [(SIMPLE, 2 * 1024 * 1024), (LL, 32 * 1024), (LL128, 576_000)],

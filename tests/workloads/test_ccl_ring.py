@@ -184,6 +184,23 @@ def test_simple_posts_a_chunk_in_two_slices_each_forwarded_as_it_lands() -> None
     assert h.duration_ns >= ring_all_reduce_lower_bound_ns(fabric, fabric.gpus, size)
 
 
+@pytest.mark.parametrize("protocol", ["ll", "ll128"])
+def test_a_line_protocols_receiver_acts_on_each_pass_as_it_lands(protocol: str) -> None:
+    # One channel, chunks of four passes of the block's loop. A receiver's threads poll their
+    # own lines, so a block takes up the step its upstream neighbour is on as soon as that
+    # neighbour's first pass has landed: no block ever waits, and the call takes exactly its
+    # blocks' copying, 2(n - 1) sends and the last unpack of one chunk each. Acting on whole
+    # chunks would add a chunk's flight for every step after the first.
+    costs = EndpointCosts(kernel_ns=0.0, step_ns=0.0, block_bytes_per_ns=1.0)
+    pass_bytes = PROTOCOLS[protocol].pass_data_bytes
+    assert pass_bytes is not None
+    chunk = 4 * pass_bytes
+    _, _, h = run(8 * chunk, protocol, 1, costs)
+    assert h.result_complete()
+    assert len(h.messages) == 14 * 8 * 4
+    assert h.duration_ns == pytest.approx(15 * costs.copy_ns(chunk), rel=1e-9)
+
+
 @pytest.mark.parametrize("operation", ["all_reduce", "all_gather", "reduce_scatter"])
 @pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
 @pytest.mark.parametrize("size", [8, 1000, 65_537, 3 * MIB + 7, 33 * MIB])
