@@ -48,6 +48,7 @@ from typing import Any, get_args
 
 import networkx as nx
 
+from sitssim.ccl.custom_ar import custom_algorithm
 from sitssim.ccl.nvls import nvls_plan
 from sitssim.ccl.plan import ring_plan
 from sitssim.config.collective_config import CollectiveWorkload
@@ -216,6 +217,16 @@ def collective_messages(
     return 1.0 * n * (n - 1) * per_chunk
 
 
+def nccl_call_messages(chooser: CallChooser, operation: str, size: int, max_message: int) -> int:
+    """Messages of one call of ``size`` bytes as NCCL runs it, ``chooser`` picking it."""
+    call = chooser.call(size)
+    if call.algorithm == "nvls":
+        plan = nvls_plan(size, chooser.n_ranks, call.channels)
+        return nvls_messages(plan, max_message, call.writes)
+    ring = ring_plan(operation, call.protocol, size, chooser.n_ranks, call.channels)
+    return ring_messages(ring, size, max_message, call.writes)
+
+
 def _collective(
     scenario: Scenario, fabric: Fabric, i: int, wl: CollectiveWorkload
 ) -> WorkloadEstimate:
@@ -228,15 +239,9 @@ def _collective(
         one_pass = sum(custom_messages(n, s, wl.max_message_bytes) for s in sizes)
     elif wl.runs_as_nccl and n >= 2:
         chooser = CallChooser(wl, fabric, gpus, scenario.switch.capabilities())
-        one_pass = 0.0
-        for s in sizes:
-            call = chooser.call(s)
-            if call.algorithm == "nvls":
-                plan = nvls_plan(s, n, call.channels)
-                one_pass += nvls_messages(plan, wl.max_message_bytes, call.writes)
-            else:
-                ring = ring_plan(wl.operation, call.protocol, s, n, call.channels)
-                one_pass += ring_messages(ring, s, wl.max_message_bytes, call.writes)
+        one_pass = float(
+            sum(nccl_call_messages(chooser, wl.operation, s, wl.max_message_bytes) for s in sizes)
+        )
     else:
         one_pass = sum(
             collective_messages(
@@ -300,21 +305,28 @@ def _inference(
     scenario: Scenario, fabric: Fabric, i: int, wl: InferenceWorkload
 ) -> WorkloadEstimate:
     """Steps (one prefill and one per generated token, per request: batching only merges
-    them) times each step's tensor-parallel all-reduces and pipeline sends."""
+    them) times each step's tensor-parallel all-reduces, each as the run makes it (NCCL's
+    call, the serving engine's kernel or the bare algorithm), and pipeline sends."""
     driver = _inference_drivers(scenario, fabric)[i]
     model = driver.model
     tp = len(driver.stages[0])
     pp = len(driver.stages)
 
-    def step_messages(tokens: int) -> int:
-        activation = tokens * model.hidden * 2
-        reduce = (
-            2
-            * model.n_layers
-            * collective_messages(
-                "all_reduce", "ring", tp, activation, wl.max_message, wl.min_messages
-            )
+    def all_reduce_messages(size: int) -> float:
+        if tp < 2:
+            return 0.0
+        if wl.collective == "custom" and custom_algorithm(tp, size) is not None:
+            return custom_messages(tp, size, wl.max_message)
+        if wl.collective in ("auto", "custom"):
+            chooser = driver.nccl_calls(0, "all_reduce").chooser
+            return nccl_call_messages(chooser, "all_reduce", size, wl.max_message)
+        return collective_messages(
+            "all_reduce", wl.collective, tp, size, wl.max_message, wl.min_messages
         )
+
+    def step_messages(tokens: int) -> float:
+        activation = tokens * model.hidden * 2
+        reduce = 2 * model.n_layers * all_reduce_messages(activation)
         return reduce + (pp - 1) * tp * max(1, -(-activation // wl.max_message))
 
     # Every decode step carries one token, so a request costs its prefill plus target

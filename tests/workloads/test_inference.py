@@ -19,6 +19,7 @@ from sitssim.ccl.search import ring_search
 from sitssim.ccl.tuning import NCCL_2_20
 from sitssim.config.catalog import LLAMA3_8B
 from sitssim.errors import InputError
+from sitssim.preflight import preflight
 from sitssim.protocol.token_frames import FIELD_RANGES, NS_PER_MS
 from sitssim.scenario import scenario_from_data
 from sitssim.simulation import RunResult, simulate
@@ -492,6 +493,19 @@ def test_a_decode_all_reduce_costs_its_kernel_and_every_step(runs: dict[str, Any
         small = colls[colls["bytes"] == 8192]
         duration = small["t_end_ns"] - small["t_start_ns"]
         assert (duration >= at_least).all() and (duration <= at_most).all(), name
+
+
+@pytest.mark.parametrize("collective", ["ring", "auto"])
+def test_the_estimate_counts_the_messages_each_kind_of_all_reduce_sends(
+    runs: dict[str, Any], collective: str
+) -> None:
+    # NCCL's calls send a message per piece, lane and step on every channel they take, far
+    # more than a bare ring's one per chunk and step; the estimate counts what runs. It
+    # counts one decode step per generated token, where the prefill gives the first, so it
+    # may be above the run, never below.
+    estimated = preflight(scenario_from_data(tp8_with(collective))).estimate.messages
+    produced = len(runs[collective].tables["messages"])
+    assert produced <= estimated <= 1.4 * produced, (estimated, produced)
 
 
 def test_the_fabric_share_of_tpot_grows_with_the_endpoint_costs(runs: dict[str, Any]) -> None:
