@@ -217,7 +217,7 @@ def collective_messages(
     return 1.0 * n * (n - 1) * per_chunk
 
 
-def nccl_call_messages(chooser: CallChooser, operation: str, size: int, max_message: int) -> int:
+def _nccl_call_messages(chooser: CallChooser, operation: str, size: int, max_message: int) -> int:
     """Messages of one call of ``size`` bytes as NCCL runs it, ``chooser`` picking it."""
     call = chooser.call(size)
     if call.algorithm == "nvls":
@@ -240,7 +240,7 @@ def _collective(
     elif wl.runs_as_nccl and n >= 2:
         chooser = CallChooser(wl, fabric, gpus, scenario.switch.capabilities())
         one_pass = float(
-            sum(nccl_call_messages(chooser, wl.operation, s, wl.max_message_bytes) for s in sizes)
+            sum(_nccl_call_messages(chooser, wl.operation, s, wl.max_message_bytes) for s in sizes)
         )
     else:
         one_pass = sum(
@@ -319,7 +319,7 @@ def _inference(
             return custom_messages(tp, size, wl.max_message)
         if wl.collective in ("auto", "custom"):
             chooser = driver.nccl_calls(0, "all_reduce").chooser
-            return nccl_call_messages(chooser, "all_reduce", size, wl.max_message)
+            return _nccl_call_messages(chooser, "all_reduce", size, wl.max_message)
         return collective_messages(
             "all_reduce", wl.collective, tp, size, wl.max_message, wl.min_messages
         )

@@ -36,9 +36,11 @@ LL_MAX_NTHREADS = 512
 """``NCCL_LL_MAX_NTHREADS``: an LL block's threads, each storing one 16-byte line a pass."""
 LL128_MAX_NTHREADS = 640
 """``NCCL_LL128_MAX_NTHREADS``."""
-LL128_LINES_PER_WARP_PASS = WARP_SIZE * 8 * 8 // 128
-"""An LL128 warp's slice per pass: ``WARP_SIZE x NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` (8)
-eight-byte words, 16 lines of 128 bytes (``prims_ll128.h``, ``WireWordPerSlice``)."""
+LL128_SHMEM_ELEMS_PER_THREAD = 8
+"""``NCCL_LL128_SHMEM_ELEMS_PER_THREAD``: eight-byte words a thread holds per pass."""
+LL128_LINES_PER_WARP_PASS = WARP_SIZE * LL128_SHMEM_ELEMS_PER_THREAD * 8 // 128
+"""An LL128 warp's slice per pass, 16 lines of 128 bytes (``prims_ll128.h``,
+``WireWordPerSlice``)."""
 
 RING_SIMPLE_CHUNK_STEPS = MappingProxyType(
     {
