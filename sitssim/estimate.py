@@ -51,7 +51,7 @@ import networkx as nx
 from sitssim.ccl.custom_ar import custom_algorithm
 from sitssim.ccl.nvls import nvls_plan
 from sitssim.ccl.plan import ring_plan
-from sitssim.config.collective_config import CollectiveWorkload
+from sitssim.config.collective_config import ALL_REDUCE_ONLY, CollectiveWorkload
 from sitssim.config.inference_config import InferenceWorkload
 from sitssim.config.p2p_config import P2pWorkload
 from sitssim.config.tenant_requests_config import TenantRequestsWorkload
@@ -304,35 +304,43 @@ def _inference_drivers(scenario: Scenario, fabric: Fabric) -> dict[int, Any]:
 def _inference(
     scenario: Scenario, fabric: Fabric, i: int, wl: InferenceWorkload
 ) -> WorkloadEstimate:
-    """Steps (one prefill and one per generated token, per request: batching only merges
-    them) times each step's tensor-parallel all-reduces, each as the run makes it (NCCL's
-    call, the serving engine's kernel or the bare algorithm), and pipeline sends."""
+    """Steps (per request, a prefill and one per generated token after the first: batching
+    only merges them) times each step's tensor-parallel collectives, each as the run makes it
+    (NCCL's call, the serving engine's kernel or the bare algorithm): two all-reduces a layer
+    and the output head's all-gather of one token's logits; and pipeline sends."""
     driver = _inference_drivers(scenario, fabric)[i]
     model = driver.model
     tp = len(driver.stages[0])
     pp = len(driver.stages)
 
-    def all_reduce_messages(size: int) -> float:
+    def call_messages(operation: str, size: int) -> float:
         if tp < 2:
             return 0.0
-        if wl.collective == "custom" and custom_algorithm(tp, size) is not None:
+        custom = wl.collective == "custom" and operation == "all_reduce"
+        if custom and custom_algorithm(tp, size) is not None:
             return custom_messages(tp, size, wl.max_message)
         if wl.collective in ("auto", "custom"):
-            chooser = driver.nccl_calls(0, "all_reduce").chooser
-            return _nccl_call_messages(chooser, "all_reduce", size, wl.max_message)
-        return collective_messages(
-            "all_reduce", wl.collective, tp, size, wl.max_message, wl.min_messages
-        )
+            chooser = driver.nccl_calls(0, operation).chooser
+            return _nccl_call_messages(chooser, operation, size, wl.max_message)
+        algorithm = wl.collective
+        if operation != "all_reduce" and algorithm in ALL_REDUCE_ONLY:
+            algorithm = "ring"
+        return collective_messages(operation, algorithm, tp, size, wl.max_message, wl.min_messages)
+
+    gather = call_messages("all_gather", model.vocab * 2)
 
     def step_messages(tokens: int) -> float:
         activation = tokens * model.hidden * 2
-        reduce = 2 * model.n_layers * all_reduce_messages(activation)
-        return reduce + (pp - 1) * tp * max(1, -(-activation // wl.max_message))
+        reduce = 2 * model.n_layers * call_messages("all_reduce", activation)
+        return reduce + gather + (pp - 1) * tp * max(1, -(-activation // wl.max_message))
 
-    # Every decode step carries one token, so a request costs its prefill plus target
-    # times one decode step: arithmetic per request, never a loop over its tokens.
+    # The prefill yields a request's first token and every decode step one more, so a
+    # request costs its prefill plus target - 1 decode steps: arithmetic per request, never
+    # a loop over its tokens.
     decode = step_messages(1)
-    messages = float(sum(step_messages(r.prompt) + r.target * decode for r in driver.requests))
+    messages = float(
+        sum(step_messages(r.prompt) + max(r.target - 1, 0) * decode for r in driver.requests)
+    )
     return WorkloadEstimate(messages, ("workloads", i, "requests"))
 
 
