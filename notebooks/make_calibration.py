@@ -282,7 +282,7 @@ assert set(errors.loc[errors["sizes"] > 0, "status"]) <= {"within", "outside", "
 four = per_size[(per_size["run"] == "4x H100 -g 4") & per_size["bytes"].between(2 * MiB, 8 * MiB)]
 assert set(four["protocol"]) == {"ll", "ll128"} and len(four) == 6, four
 assert (four["error"].abs() < 0.10).all(), four
-a100 = per_size[(per_size["run"] == "8x A100 ranks") & per_size["bytes"].isin([MiB])]
+a100 = per_size[(per_size["run"] == "8x A100 ranks") & (per_size["bytes"] == MiB)]
 assert (a100["protocol"] == "ll").all() and len(a100) == 2, a100
 assert (a100["error"].abs() < 0.07).all(), a100
 ll128 = per_size[(per_size["run"] == "8x A100 ranks") & per_size["bytes"].between(8 * MiB, 16 * MiB)]

@@ -48,10 +48,9 @@ from typing import Any, get_args
 
 import networkx as nx
 
-from sitssim.ccl.custom_ar import custom_algorithm
 from sitssim.ccl.nvls import nvls_plan
 from sitssim.ccl.plan import ring_plan
-from sitssim.config.collective_config import ALL_REDUCE_ONLY, CollectiveWorkload
+from sitssim.config.collective_config import CollectiveWorkload
 from sitssim.config.inference_config import InferenceWorkload
 from sitssim.config.p2p_config import P2pWorkload
 from sitssim.config.tenant_requests_config import TenantRequestsWorkload
@@ -308,6 +307,8 @@ def _inference(
     only merges them) times each step's tensor-parallel collectives, each as the run makes it
     (NCCL's call, the serving engine's kernel or the bare algorithm): two all-reduces a layer
     and the output head's all-gather of one token's logits; and pipeline sends."""
+    from sitssim.workloads.inference import ACTIVATION_BYTES, collective_runner
+
     driver = _inference_drivers(scenario, fabric)[i]
     model = driver.model
     tp = len(driver.stages[0])
@@ -316,21 +317,18 @@ def _inference(
     def call_messages(operation: str, size: int) -> float:
         if tp < 2:
             return 0.0
-        custom = wl.collective == "custom" and operation == "all_reduce"
-        if custom and custom_algorithm(tp, size) is not None:
+        runner = collective_runner(wl.collective, operation, tp, size)
+        if runner == "custom":
             return custom_messages(tp, size, wl.max_message)
-        if wl.collective in ("auto", "custom"):
+        if runner == "auto":
             chooser = driver.nccl_calls(0, operation).chooser
             return _nccl_call_messages(chooser, operation, size, wl.max_message)
-        algorithm = wl.collective
-        if operation != "all_reduce" and algorithm in ALL_REDUCE_ONLY:
-            algorithm = "ring"
-        return collective_messages(operation, algorithm, tp, size, wl.max_message, wl.min_messages)
+        return collective_messages(operation, runner, tp, size, wl.max_message, wl.min_messages)
 
-    gather = call_messages("all_gather", model.vocab * 2)
+    gather = call_messages("all_gather", model.vocab * ACTIVATION_BYTES)
 
     def step_messages(tokens: int) -> float:
-        activation = tokens * model.hidden * 2
+        activation = tokens * model.hidden * ACTIVATION_BYTES
         reduce = 2 * model.n_layers * call_messages("all_reduce", activation)
         return reduce + gather + (pp - 1) * tp * max(1, -(-activation // wl.max_message))
 

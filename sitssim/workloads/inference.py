@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from sitssim.ccl.custom_ar import custom_algorithm
 from sitssim.config.catalog import ModelConfig
 from sitssim.config.collective_config import ALL_REDUCE_ONLY, OPERATIONS, CollectiveWorkload
 from sitssim.config.inference_config import (
@@ -122,6 +123,19 @@ from sitssim.workloads.traces import RequestSet, synthetic_requests, trace_reque
 EMITTER = "emitter"
 CLIENT = "client"
 ACTIVATION_BYTES = 2
+
+
+def collective_runner(collective: str, operation: str, n_ranks: int, size: int) -> str:
+    """What runs one tensor-parallel ``operation`` of ``size`` bytes over ``n_ranks`` GPUs
+    under the workload's ``collective``: ``custom``, the serving engine's kernel, for the
+    all-reduces it takes; ``auto``, NCCL's call, for everything else under ``auto`` or
+    ``custom``; otherwise the bare algorithm, a ring where that algorithm only all-reduces."""
+    if collective == "custom":
+        takes = operation == "all_reduce" and custom_algorithm(n_ranks, size) is not None
+        return "custom" if takes else "auto"
+    if operation != "all_reduce" and collective in ALL_REDUCE_ONLY:
+        return "ring"
+    return collective
 
 
 def stage_name(stage: int) -> str:
@@ -333,13 +347,11 @@ class InferenceDriver:
             "workload", "step", "stage", "kind", "name", "t_start_ns", "t_end_ns"
         )
 
-    def custom_call(self, gpus: list[str], operation: str, size: int) -> CustomAllReduce | None:
-        """The serving engine's custom all-reduce for this call (``collective: custom``), or
-        None where the engine hands it to NCCL: not an all-reduce, or past its buffer."""
+    def custom_call(self, gpus: list[str], size: int) -> CustomAllReduce | None:
+        """The serving engine's custom all-reduce of ``size`` bytes (``collective: custom``),
+        for a call ``collective_runner`` gives it; None past its buffer."""
         custom = self.wl.custom
         assert custom is not None
-        if operation != "all_reduce":
-            return None
         return custom_run(
             self.transport, gpus, size, custom, self.tenant, self.index, None, self.wl.max_message
         )
@@ -935,14 +947,11 @@ class _StepRun:
     def _run_collective(self, op: _Op, start: float) -> None:
         d = self.d
         gpus = d.stages[op.stage]
-        algorithm = d.wl.collective
+        algorithm = collective_runner(d.wl.collective, op.kind, len(gpus), op.size)
         run: CclRing | CclNvls | CustomAllReduce | None = None
         if algorithm == "custom":
-            run = d.custom_call(gpus, op.kind, op.size)
-            algorithm = "custom" if run is not None else "auto"
-        if op.kind != "all_reduce" and algorithm in ALL_REDUCE_ONLY:
-            algorithm = "ring"
-        if algorithm == "auto":
+            run = d.custom_call(gpus, op.size)
+        elif algorithm == "auto":
             run = d.nccl_calls(op.stage, op.kind).run(op.size, None)
         protocol, channels = BARE_PROTOCOL, 0
         if run is not None:
