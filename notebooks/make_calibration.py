@@ -276,18 +276,23 @@ assert "nvls" not in set(sims["4x H100 -g 4"]["algorithm"])
 assert (sims["8x A100 ranks"]["algorithm"] == "ring").all()
 # Every bucket with a measurement has a figure; the fit cells are never counted as validation.
 assert set(errors.loc[errors["sizes"] > 0, "status"]) <= {"within", "outside", "fit set"}
-# A receiver takes up each pass of its neighbour's loop as it lands: 4 H100s' LL and LL128
-# rings at 2 - 8 MiB within 10 % of both 4-GPU tables, A100's 24-channel LL ring at 1 MiB
-# within 7 % of both per-rank tables; A100's LL128 at 8 - 16 MiB stays 25 - 35 % fast.
+# A receiver takes up each pass of its neighbour's loop as it lands, a chunk's whole passes
+# first: 4 H100s' LL and LL128 rings at 2 and 8 MiB within 6 % of both 4-GPU tables and at
+# 4 MiB (a pass and a seventh a chunk) 15 - 22 % slow; 8 H100s' 24-channel LL ring at 1 MiB
+# within 5 % of both per-rank tables, A100's 15 - 20 % slow; A100's LL128 at 8 MiB (a pass
+# and an eighth) within 7 %, at 16 MiB 25 - 30 % fast.
 four = per_size[(per_size["run"] == "4x H100 -g 4") & per_size["bytes"].between(2 * MiB, 8 * MiB)]
 assert set(four["protocol"]) == {"ll", "ll128"} and len(four) == 6, four
-assert (four["error"].abs() < 0.10).all(), four
-a100 = per_size[(per_size["run"] == "8x A100 ranks") & (per_size["bytes"] == MiB)]
-assert (a100["protocol"] == "ll").all() and len(a100) == 2, a100
-assert (a100["error"].abs() < 0.07).all(), a100
+assert (four.loc[four["bytes"] != 4 * MiB, "error"].abs() < 0.06).all(), four
+assert four.loc[four["bytes"] == 4 * MiB, "error"].between(0.15, 0.22).all(), four
+one_mib = per_size[per_size["run"].isin(["8x H100 ranks", "8x A100 ranks"]) & (per_size["bytes"] == MiB)]
+assert (one_mib["protocol"] == "ll").all() and len(one_mib) == 4, one_mib
+assert (one_mib.loc[one_mib["run"] == "8x H100 ranks", "error"].abs() < 0.05).all(), one_mib
+assert one_mib.loc[one_mib["run"] == "8x A100 ranks", "error"].between(0.15, 0.20).all(), one_mib
 ll128 = per_size[(per_size["run"] == "8x A100 ranks") & per_size["bytes"].between(8 * MiB, 16 * MiB)]
 assert (ll128["protocol"] == "ll128").all() and len(ll128) == 4, ll128
-assert ll128["error"].between(-0.35, -0.25).all(), ll128
+assert (ll128.loc[ll128["bytes"] == 8 * MiB, "error"].abs() < 0.07).all(), ll128
+assert ll128.loc[ll128["bytes"] == 16 * MiB, "error"].between(-0.30, -0.25).all(), ll128
 # A100's one-channel LL blocks at 5 GB/s: 16 and 32 KiB within 12 % of both per-rank tables.
 one_ch = per_size[(per_size["run"] == "8x A100 ranks") & per_size["bytes"].isin([16 * KiB, 32 * KiB])]
 assert (one_ch["channels"] == 1).all() and len(one_ch) == 4, one_ch
@@ -421,21 +426,27 @@ rise to 28 us, 29 - 37 % fast. The same two parameters land within 2 % of the 8-
 host and 5 % of OCI's 8-GPU A100 one: the 2- and 4-GPU machines' hosts are slower per GPU,
 which no table here gives apart from the ones it would then be compared with. From 2 to
 8 MiB, where the LL and LL128 rings are bound by their blocks' copying, the 4-GPU runs land
-within 10 % of both tables: NCCL's LL and LL128 kernels poll each thread's or warp's own
-lines, so a receiver takes up each pass of its neighbour's loop as it lands (4 KiB of data
-for LL, 37.5 KiB for LL128); taking up whole chunks only, the model was 21 - 37 % slow there.
+within 6 % of both tables at 2 and 8 MiB: NCCL's LL and LL128 kernels poll each thread's or
+warp's own lines, so a receiver takes up each pass of its neighbour's loop as it lands (4 KiB
+of data for LL, 37.5 KiB for LL128), a chunk's whole passes first and what is left last, as
+the kernels loop; taking up whole chunks only, the model was 21 - 37 % slow there. At 4 MiB,
+where a chunk is a pass and a seventh, it is 16 - 21 % slow: the short last pass leaves the
+next step's first pass in flight while the block waits (cutting the chunk in two halves, as
+NCCL does not, hid it).
 The largest sizes are within 4 %. On 2 GPUs the LL ring at 512 KiB - 1 MiB is 29 - 33 %
 fast: the measured 1 MiB takes 26 us, NCCL's own model 15.
 
-**8x A100: per rank, 64 KiB to 1 MiB (10 - 11 % on average, 1 MiB within 6 %) and LL128 at
-2 - 4 MiB (within 18 %) are within; the smallest sizes, 8 - 32 MiB and the `-g 8` tables'
-middle are not.** An LL block copies
+**8x A100: per rank, 64 KiB to 1 MiB (10 - 11 % on average) and LL128 at 2 - 8 MiB (within
+18 %) are within; the smallest sizes, 16 - 32 MiB and the `-g 8` tables' middle are not.**
+An LL block copies
 at most at a quarter of one search channel (5 GB/s on A100 under 2.20.3's model, against
 15 GB/s on H100 under 2.29.2's), so a one-channel ring's time rises with its size as the
 measured ones do (16 - 32 KiB within 11 %); but the smallest calls take 18 - 24 us per rank
 against the model's 15 us, NCCL's base latency and NVLink handshake, which are the same for
-Ampere and Hopper, and A100's blocks are slower at them. From 8 to 16 MiB the LL128 ring is
-26 - 32 % fast, and Simple at 32 MiB 22 - 29 %: there the measured rings move 110 - 165 GB/s
+Ampere and Hopper, and A100's blocks are slower at them. At 1 MiB, a pass and a third a
+chunk on 24 channels, the LL ring is 17 - 19 % slow, where 8 H100s' (their blocks 3 times as
+fast) are within 5 %. At 16 MiB the LL128 ring is 26 - 28 % fast (at 8 MiB, a pass and an
+eighth a chunk, within 7 %), and Simple at 32 MiB 22 - 29 %: there the measured rings move 110 - 165 GB/s
 of bus bandwidth, against 190 - 230 from 64 MiB up, while the model's blocks copy at their
 share of what NCCL's model gives A100 (LL128 221 GB/s, Simple 240), as the 4-GPU H100 runs
 bear out for Hopper. NCCL's model itself expects 107 and 174 us at 8 and 16 MiB, where the

@@ -11,9 +11,10 @@ slice alike), the last lanes short or empty. Within a loop a block takes the rin
 in order: a send of its own chunk, then, for each step, the chunk its upstream neighbour
 sent at the step before, reduced or copied and sent on; then a last receive. A chunk is
 seen by the receiver in pieces, each signalled on its own: Simple's slices (two per chunk),
-or for LL and LL128, whose every line carries its flag, pieces of at most one pass of the
-block's loop (``Protocol.pass_data_bytes``: the receiver's threads poll their own lines, so
-a block acts on a pass as it lands, not on the whole chunk) and of at most one message.
+or for LL and LL128, whose every line carries its flag, the passes of the block's loop
+(``Protocol.pass_data_bytes``: the receiver's threads poll their own lines, so a block acts
+on a pass as it lands, not on the whole chunk), whole passes first and the last what is
+left, as NCCL's loop takes them, each at most one message.
 
 A block is sequential: it acts on a piece once the piece has landed and its handshake is
 done (``EndpointCosts.step_ns``), and once it has finished the piece before, each piece
@@ -62,9 +63,9 @@ Lane = tuple[int, int, int]
 
 def _lane_splits(
     plan: RingPlan, size: int, max_message_bytes: int, writes: WritePackets
-) -> Iterator[tuple[Lane, int, int]]:
-    """Each lane with its payload bytes and how many pieces it is cut into, in loop,
-    channel, chunk order (module docstring); an empty lane has one empty piece."""
+) -> Iterator[tuple[Lane, list[tuple[int, int]]]]:
+    """Each lane with its pieces as runs of (payload bytes, how many), in loop, channel, chunk
+    order (module docstring); an empty lane has one empty piece."""
     n, op = plan.n_ranks, plan.operation
     protocol = PROTOCOLS[plan.protocol]
     slices = protocol.slices_per_chunk("ring", op)
@@ -84,10 +85,16 @@ def _lane_splits(
                 else:
                     nbytes = min(chunk, per_rank[c] - grid // n - ch * chunk)
                 if nbytes <= 0:
-                    yield (loop, ch, c), 0, 1
-                    continue
-                count = slices if slices > 1 else -(-nbytes // per_piece)
-                yield (loop, ch, c), nbytes, min(count, nbytes)
+                    yield (loop, ch, c), [(0, 1)]
+                elif slices > 1:
+                    # Simple cuts a chunk into slices of equal size.
+                    base, extra = divmod(nbytes, min(slices, nbytes))
+                    yield (loop, ch, c), [(base + 1, extra), (base, min(slices, nbytes) - extra)]
+                else:
+                    # A line protocol's block loops over the chunk a whole pass at a time, its
+                    # last pass taking what is left (prims_ll.h, prims_ll128.h).
+                    full, rest = divmod(nbytes, per_piece)
+                    yield (loop, ch, c), [(per_piece, full), (rest, 1 if rest else 0)]
         grid += chunk * plan.channels * n
 
 
@@ -96,8 +103,8 @@ def lane_pieces(
 ) -> dict[Lane, list[int]]:
     """Each lane's pieces (payload bytes), in loop, channel, chunk order (module docstring)."""
     return {
-        lane: chunk_sizes(nbytes, count)
-        for lane, nbytes, count in _lane_splits(plan, size, max_message_bytes, writes)
+        lane: [nbytes for nbytes, count in runs for _ in range(count)]
+        for lane, runs in _lane_splits(plan, size, max_message_bytes, writes)
     }
 
 
@@ -114,12 +121,10 @@ def ring_messages(plan: RingPlan, size: int, max_message_bytes: int, writes: Wri
     def messages(piece: int) -> int:
         return -(-piece_wire_bytes(protocol, writes, piece) // max_message_bytes)
 
-    # Counted, not listed (the resource estimate asks before every run): a lane's pieces
-    # come in two sizes, as chunk_sizes cuts them.
+    # Counted, not listed: the resource estimate asks before every run.
     per_pass = 0
-    for _, nbytes, count in _lane_splits(plan, size, max_message_bytes, writes):
-        base, extra = divmod(nbytes, count)
-        per_pass += extra * messages(base + 1) + (count - extra) * messages(base)
+    for _, runs in _lane_splits(plan, size, max_message_bytes, writes):
+        per_pass += sum(count * messages(nbytes) for nbytes, count in runs if count)
     return plan.steps_per_loop * per_pass
 
 

@@ -201,6 +201,28 @@ def test_a_line_protocols_receiver_acts_on_each_pass_as_it_lands(protocol: str) 
     assert h.duration_ns == pytest.approx(15 * costs.copy_ns(chunk), rel=1e-9)
 
 
+@pytest.mark.parametrize(("protocol", "rest"), [("ll", 512), ("ll128", 1920)])
+def test_a_line_protocols_chunk_goes_a_whole_pass_at_a_time_and_its_rest_last(
+    protocol: str, rest: int
+) -> None:
+    # A chunk of one pass and a fraction (LL128 cuts chunks in warps' 1,920-byte slices):
+    # the block's loop stores a whole pass, then what is left, so every send is a full
+    # pass's lines and then the rest's, never two halves. The rest takes the block too
+    # short a time to hide the next full pass's flight, so blocks wait and the call takes
+    # longer than its blocks' copying; two halves would hide it.
+    costs = EndpointCosts(kernel_ns=0.0, step_ns=0.0, block_bytes_per_ns=10.0)
+    pass_bytes = PROTOCOLS[protocol].pass_data_bytes
+    assert pass_bytes is not None
+    chunk = pass_bytes + rest
+    _, transport, h = run(8 * chunk, protocol, 1, costs)
+    assert h.result_complete()
+    sizes, counts = np.unique(column(transport, "size", h), return_counts=True)
+    proto = PROTOCOLS[protocol]
+    assert sizes.tolist() == [piece_wire_bytes(proto, SM_WRITES, p) for p in (rest, pass_bytes)]
+    assert counts.tolist() == [14 * 8, 14 * 8]
+    assert h.duration_ns > 15 * costs.copy_ns(chunk) * 1.1
+
+
 @pytest.mark.parametrize("operation", ["all_reduce", "all_gather", "reduce_scatter"])
 @pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
 @pytest.mark.parametrize("size", [8, 1000, 65_537, 3 * MIB + 7, 33 * MIB])
