@@ -20,7 +20,8 @@ pairing moves one slot's data per step (``calcCollChunking``).
 Under LL and LL128 a block works through a step in passes of its loop, each thread (LL) or
 warp (LL128) storing its own lines and the receiver's thread or warp polling the flags of
 those lines alone: a receiver acts on a pass as it lands, whatever the rest of the step is
-doing (``Protocol.pass_data_bytes``; NCCL ``prims_ll.h`` and ``prims_ll128.h``). Under Simple
+doing (``Protocol.pass_data_bytes``; NCCL ``prims_ll.h`` and ``prims_ll128.h``). The passes
+are whole until the step's last, which takes what is left. Under Simple
 the receiver waits for a slice's tail counter, so a slice is the least it acts on.
 """
 
