@@ -481,6 +481,18 @@ measured copies reach, and both ways at once more than they do.
 **What this calibration is not.** None of these tables used CUDA graphs; the `-g N` floor
 belongs to nccl-tests' harness, not to a serving engine's decode step, which launches as
 a graph with a process per GPU (`host.threads: per_gpu`).
+
+**What would settle the cells still outside.** Each needs a measurement none of these
+tables gives, of a kind that fits nothing it is then judged against:
+- 2 and 4 H100s below 1 MiB: the launch cost of the same hosts, from a run with a process
+  per GPU (`mpirun -np N ... -g 1`) or a CUDA-graph run (`-G`) beside each eager table;
+- A100 from 8 to 32 MiB: an 8-GPU run with the protocol forced (`NCCL_ALGO=Ring`,
+  `NCCL_PROTO=LL128`, then `Simple`, a process per GPU, 1 - 128 MiB), or the
+  `NCCL_DEBUG_SUBSYS=TUNING` log of the runs here;
+- the A100 `-g 8` tables' middle: one host's small sizes at `NCCL_MIN_NCHANNELS` =
+  `NCCL_MAX_NCHANNELS` = 1, 8 and 24, which would give a host cost per channel;
+- A100's smallest calls per rank: A100's kernel and step latencies from anything but these
+  tables (NCCL's model gives Ampere Hopper's).
 """
 
 
