@@ -88,8 +88,9 @@ def _lane_splits(
                     yield (loop, ch, c), [(0, 1)]
                 elif slices > 1:
                     # Simple cuts a chunk into slices of equal size.
-                    base, extra = divmod(nbytes, min(slices, nbytes))
-                    yield (loop, ch, c), [(base + 1, extra), (base, min(slices, nbytes) - extra)]
+                    count = min(slices, nbytes)
+                    base, extra = divmod(nbytes, count)
+                    yield (loop, ch, c), [(base + 1, extra), (base, count - extra)]
                 else:
                     # A line protocol's block loops over the chunk a whole pass at a time, its
                     # last pass taking what is left (prims_ll.h, prims_ll128.h).
@@ -124,7 +125,7 @@ def ring_messages(plan: RingPlan, size: int, max_message_bytes: int, writes: Wri
     # Counted, not listed: the resource estimate asks before every run.
     per_pass = 0
     for _, runs in _lane_splits(plan, size, max_message_bytes, writes):
-        per_pass += sum(count * messages(nbytes) for nbytes, count in runs if count)
+        per_pass += sum(count * messages(nbytes) for nbytes, count in runs)
     return plan.steps_per_loop * per_pass
 
 
